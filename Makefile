@@ -1,0 +1,31 @@
+# Two entry points for a fresh machine: `make run` (the pipeline) and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export MLFLOW_DISABLE_TELEMETRY := true
+export DVC_NO_ANALYTICS := 1
+export DO_NOT_TRACK := 1
+
+.PHONY: setup run test
+
+setup: $(VENV)/.installed
+
+# torch first and pinned (an unpinned torch pulls GBs of CUDA packages); mamba-ssm last, built
+# against that torch without CUDA kernels (its own build isolation would fetch a CUDA torch).
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[test]'
+	MAMBA_SKIP_CUDA_BUILD=TRUE MAMBA_FORCE_BUILD=TRUE CAUSAL_CONV1D_SKIP_CUDA_BUILD=TRUE \
+		$(BIN)/pip install -q --no-build-isolation mamba-ssm==2.3.1
+	$(BIN)/pip check
+	touch $@
+
+run: setup
+	source $(BIN)/activate && dvc repro
+
+test: setup
+	source $(BIN)/activate && pytest -q -ra

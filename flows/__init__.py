@@ -1,0 +1,1 @@
+"""Prefect flows: one per pipeline stage. Thin: the logic lives in `tcl`."""

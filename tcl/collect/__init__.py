@@ -1,0 +1,1 @@
+"""Real measurement of MetaSchedule candidates on a platform, written to the record store."""

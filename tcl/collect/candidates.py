@@ -1,0 +1,53 @@
+"""Propose candidate schedules for one task from MetaSchedule's design space.
+
+As TVM's dataset scripts did, the search is MetaSchedule's own evolutionary search
+driven by a random cost model (or plain replay of the design space): the programs
+are diverse rather than good. Records already in the store seed the search's
+database, so a resumed collection continues from what was measured instead of
+starting over, and a candidate already measured is never measured again.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Iterable
+
+from ..data.metaschedule import to_plain_json
+
+
+def trace_json(candidate) -> list:
+    """The candidate's trace as plain JSON (the form JSONDatabase stores)."""
+    return to_plain_json(candidate.sch.trace.as_json())
+
+
+class CandidateSource:
+    """A resumable stream of fresh candidates for one task."""
+
+    def __init__(self, mod, target, *, search: str, seed: int, max_trials: int, batch_size: int,
+                 measured: Iterable[tuple[str, list[float]]] = ()):
+        from tvm.s_tir import meta_schedule as ms
+
+        if search not in ("evolutionary", "replay-trace"):
+            raise ValueError(f"collect.search: '{search}' is not 'evolutionary' or 'replay-trace'")
+        self._ms = ms
+        self.ctx = ms.TuneContext(mod, target=target, space_generator="post-order-apply",
+                                  search_strategy=search, rand_state=seed, num_threads=1)
+        self.database = ms.database.MemoryDatabase()
+        workload = self.database.commit_workload(mod)
+        args_info = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+        for program, run_secs in measured:  # seed the search with what the store already has
+            if not run_secs:
+                continue
+            self.database.commit_tuning_record(ms.database.TuningRecord.from_json(
+                [json.loads(program), run_secs, target.export(), [a.as_json() for a in args_info]],
+                workload))
+        self.ctx.pre_tuning(max_trials=max_trials, num_trials_per_iter=batch_size,
+                            database=self.database,
+                            cost_model=ms.cost_model.RandomModel(seed=seed) if search == "evolutionary" else None)
+
+    def next_batch(self) -> list:
+        """The next candidates, or [] when the search strategy is exhausted."""
+        return list(self.ctx.generate_measure_candidates() or [])
+
+    def notify(self, candidates, runner_results) -> None:
+        self.ctx.notify_runner_results(candidates, runner_results)

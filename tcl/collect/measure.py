@@ -1,0 +1,72 @@
+"""Build and run candidate schedules for real (LocalBuilder / LocalRunner).
+
+Every candidate gets an outcome: run times, or the error that stopped it. Failed
+builds and runs are data too (they teach a cost model what not to propose).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Outcome:
+    run_secs: list[float]
+    error_code: str  # "" when it ran
+    error_msg: str
+
+
+def _runner_error_code(msg: str) -> str:
+    return "timeout" if "timeout" in msg.lower() or "timed out" in msg.lower() else "run_error"
+
+
+class LocalMeasurer:
+    """Measure on this machine with the platform's thread count."""
+
+    def __init__(self, target, threads: int, builder_cfg: dict[str, Any], runner_cfg: dict[str, Any]):
+        from tvm.s_tir import meta_schedule as ms
+
+        # The runner's worker processes inherit this: a 1-core platform really runs on one thread.
+        os.environ["TVM_NUM_THREADS"] = str(threads)
+        self._ms = ms
+        self.target = target
+        self.device_type = "cuda" if target.kind.name == "cuda" else "cpu"
+        self.builder = ms.builder.LocalBuilder(timeout_sec=float(builder_cfg.get("timeout_sec", 30)))
+        self.runner = ms.runner.LocalRunner(
+            timeout_sec=float(runner_cfg.get("timeout_sec", 10)),
+            evaluator_config=ms.runner.EvaluatorConfig(
+                number=int(runner_cfg.get("number", 3)),
+                repeat=int(runner_cfg.get("repeat", 1)),
+                min_repeat_ms=int(runner_cfg.get("min_repeat_ms", 0)),
+                enable_cpu_cache_flush=bool(runner_cfg.get("cpu_cache_flush", False)),
+            ),
+        )
+
+    def measure(self, candidates) -> tuple[list[Outcome], list]:
+        """Outcomes (one per candidate) and the RunnerResults the search strategy must be told."""
+        ms = self._ms
+        built = self.builder.build([ms.builder.BuilderInput(c.sch.mod, self.target) for c in candidates])
+        outcomes: list[Outcome | None] = [None] * len(candidates)
+        runner_results: list = [None] * len(candidates)
+        to_run = []
+        for i, (cand, b) in enumerate(zip(candidates, built)):
+            if b.error_msg is not None:
+                outcomes[i] = Outcome([], "build_error", str(b.error_msg))
+                runner_results[i] = ms.runner.RunnerResult(run_secs=None, error_msg=str(b.error_msg))
+            else:
+                to_run.append((i, ms.runner.RunnerInput(b.artifact_path, self.device_type, cand.args_info)))
+        futures = self.runner.run([inp for _, inp in to_run]) if to_run else []
+        for (i, _), fut in zip(to_run, futures):
+            res = fut.result()
+            runner_results[i] = res
+            if res.error_msg is not None:
+                msg = str(res.error_msg)
+                outcomes[i] = Outcome([], _runner_error_code(msg), msg)
+            else:
+                outcomes[i] = Outcome([float(x) for x in res.run_secs], "", "")
+        for b in built:
+            if b.artifact_path is not None:
+                ms.utils.remove_build_dir(b.artifact_path)
+        return outcomes, runner_results

@@ -1,0 +1,21 @@
+"""Run a toy collection in its own process (the crash/resume test kills it mid-run)."""
+
+import sys
+
+from tcl.collect.collector import collect_task
+from tcl.collect.measure import LocalMeasurer
+from tcl.config import load_params
+from tcl.data.store import RecordStore
+from tcl.platforms import get_platform
+
+from conftest import REPO, toy_matmul_task
+
+if __name__ == "__main__":
+    store_root, budget = sys.argv[1], int(sys.argv[2])
+    params = load_params(REPO / "params.yaml")
+    platform = get_platform(params, "host-avx512-2c")
+    measurer = LocalMeasurer(platform.tvm_target(), platform.threads, {"timeout_sec": 120}, {"number": 2})
+    cfg = dict(params["collect"], trials_per_task=budget, batch_size=2)
+    done = collect_task(toy_matmul_task(), platform, RecordStore(store_root), measurer, cfg, 0,
+                        lambda n: print("committed", n, flush=True))
+    print("done", done, flush=True)

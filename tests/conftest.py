@@ -1,0 +1,57 @@
+"""Shared fixtures: tiny real TVM tasks and a local platform.
+
+TVM pays ~20 s once per process to import its tensor intrinsics when the first
+TuneContext is built, so tuning/measuring fixtures are session-scoped.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO.parent / "shared" / "fixtures"
+
+
+def toy_matmul_task(n: int = 16, network: str = "toy"):
+    """A real (tiny) MetaSchedule task: an n x n x n matmul, shaped like `tcl.workloads.Task`."""
+    import tvm
+    from tvm import te
+    from tvm.s_tir import meta_schedule as ms
+
+    a = te.placeholder((n, n), name="A")
+    b = te.placeholder((n, n), name="B")
+    k = te.reduce_axis((0, n), "k")
+    c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    mod = tvm.IRModule({"main": te.create_prim_func([a, b, c])})
+    return SimpleNamespace(network=network, name=f"matmul{n}", key=ms.utils.shash2hex(mod), weight=2,
+                           op_type="dense", flops=2.0 * n ** 3, mod=mod)
+
+
+@pytest.fixture(scope="session")
+def params():
+    from tcl.config import load_params
+
+    return load_params(REPO / "params.yaml")
+
+
+@pytest.fixture(scope="session")
+def host_platform(params):
+    from tcl.platforms import get_platform
+
+    return get_platform(params, "host-avx512-2c")
+
+
+@pytest.fixture(scope="session")
+def measurer(host_platform):
+    from tcl.collect.measure import LocalMeasurer
+
+    return LocalMeasurer(host_platform.tvm_target(), host_platform.threads, {"timeout_sec": 120},
+                         {"number": 2, "repeat": 2, "timeout_sec": 30})
