@@ -196,6 +196,19 @@ class Bert(nn.Module):
         return torch.tanh(self.pooler(x[:, 0]))
 
 
+class TinyCNN(nn.Module):
+    """Two conv-BN-ReLU layers, global pooling and a classifier: a handful of tasks, for
+    smoke runs and tests where a real network would take too long to tune."""
+
+    def __init__(self, num_classes: int = 10):
+        super().__init__()
+        self.features = nn.Sequential(_conv_bn(3, 8, 3), nn.ReLU(), _conv_bn(8, 16, 3, stride=2), nn.ReLU())
+        self.fc = nn.Linear(16, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.features(x).mean(dim=(2, 3)))
+
+
 # --------------------------------------------------------------------------- registry
 NETWORKS: dict[str, Callable[[], nn.Module]] = {
     "resnet18": lambda: ResNet(_BasicBlock, [2, 2, 2, 2]),
@@ -204,6 +217,7 @@ NETWORKS: dict[str, Callable[[], nn.Module]] = {
     "resnext50": lambda: ResNet(_Bottleneck, [3, 4, 6, 3], groups=32, base_width=4),
     "bert_tiny": lambda: Bert(layers=2, hidden=128, heads=2),
     "bert_base": lambda: Bert(layers=12, hidden=768, heads=12),
+    "tiny_cnn": TinyCNN,
 }
 
 

@@ -1,0 +1,29 @@
+"""Cost models by name: TCL's Mamba model and the TLP / Tenset-MLP baselines.
+
+All take float32 features and return one score per program, higher = faster:
+"tcl" and "tlp" read (batch, seq_len, feat_dim) schedule-primitive sequences, "mlp" a
+flat (batch, feat_dim) vector (or the flattened sequence when built with seq_len > 1).
+"""
+
+from __future__ import annotations
+
+import torch.nn as nn
+
+from tcl.models.mlp_model import MLPModel
+from tcl.models.tcl_model import TCLModel, param_count, size_on_disk
+from tcl.models.tlp_model import TLPModel
+
+MODELS: dict[str, type[nn.Module]] = {"tcl": TCLModel, "tlp": TLPModel, "mlp": MLPModel}
+
+
+def build_model(name: str, feat_dim: int, seq_len: int | None, **hparams) -> nn.Module:
+    """Instantiate a registered cost model; unknown hyperparameters raise TypeError."""
+    try:
+        cls = MODELS[name]
+    except KeyError:
+        raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}") from None
+    return cls(feat_dim=feat_dim, seq_len=seq_len, **hparams)
+
+
+__all__ = ["MODELS", "build_model", "TCLModel", "TLPModel", "MLPModel",
+           "param_count", "size_on_disk"]
