@@ -1,0 +1,1 @@
+"""Training cost models on featurized records: the loop, the bundle, MLflow tracking."""

@@ -1,0 +1,82 @@
+"""Train the configured cost models for one platform, one MLflow run each.
+
+Each run logs params, per-epoch training loss and validation top-1, the held-out
+(test) ranking metrics, and the bundle (weights + tokenizer + platform specs) as a
+registered pyfunc model `<prefix>-<model>-<platform>`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..features.dataset import load_split
+from ..features.tokenizer import Tokenizer
+from ..models import build_model, param_count, size_on_disk
+from ..platforms import Platform
+from ..tracking import init_mlflow
+from .bundle import ModelBundle
+from .evaluate import ranking_metrics
+from .loop import TrainConfig, fit, predict
+from .registry import log_and_register, registered_name
+
+
+def train_one(model_name: str, platform: Platform, params: dict[str, Any], features_dir: str | Path,
+              out_dir: str | Path) -> dict[str, Any]:
+    """Train, evaluate, log and register one model; returns its metrics."""
+    cfg = params["train"]
+    hparams = dict((cfg.get("hparams") or {}).get(model_name) or {})
+    tcfg = TrainConfig(epochs=int(cfg["epochs"]), lr=float(cfg["lr"]), batch_size=int(cfg["batch_size"]),
+                       loss=cfg.get("loss", "lambdarank"), seed=int(params.get("seed", 0)),
+                       threads=int(cfg.get("threads", 1)))
+    train, val, test = (load_split(features_dir, s) for s in ("train", "validation", "test"))
+    tokenizer = Tokenizer.load(Path(features_dir) / "tokenizer.json")
+    rows, cols = tokenizer.feature_shape
+    model = build_model(model_name, feat_dim=cols, seq_len=rows, **hparams)
+    mlflow = init_mlflow(params)
+    with mlflow.start_run(run_name=f"train-{model_name}-{platform.name}",
+                          tags={"stage": "train", "platform": platform.name, "model": model_name}):
+        mlflow.log_params({"model": model_name, "platform": platform.name, **vars(tcfg),
+                           **{f"hp.{k}": v for k, v in hparams.items()},
+                           "feature_shape": f"{rows}x{cols}", "train_rows": len(train["x"]),
+                           "params": param_count(model)})
+        eval_every = max(1, tcfg.epochs // 10)
+
+        def on_epoch(epoch: int, loss: float) -> None:
+            mlflow.log_metric("train_loss", loss, step=epoch)
+            if len(val["x"]) and (epoch % eval_every == 0 or epoch == tcfg.epochs - 1):
+                m = ranking_metrics(val, predict(model, val["x"]), ks=(1,))
+                mlflow.log_metric("val_top1", m["top1_ratio_of_sums"], step=epoch)
+                mlflow.log_metric("val_pairwise_accuracy", m["pairwise_accuracy"], step=epoch)
+
+        start = time.perf_counter()
+        fit(model, train["x"], train["label"], train["group"], tcfg, on_epoch)
+        seconds = time.perf_counter() - start
+        metrics = {f"test_{k}": v for k, v in ranking_metrics(test, predict(model, test["x"])).items()}
+        val_metrics = ranking_metrics(val, predict(model, val["x"]), ks=(1,)) if len(val["x"]) else {}
+        metrics.update({f"val_{k}": v for k, v in val_metrics.items()})
+        metrics.update({"train_seconds": seconds, "seconds_per_epoch": seconds / max(tcfg.epochs, 1),
+                        "param_count": param_count(model), "size_mb": size_on_disk(model) / 1e6})
+        mlflow.log_metrics({k: v for k, v in metrics.items() if np.isfinite(v)})
+        bundle = ModelBundle(model_name=model_name, model=model, tokenizer=tokenizer, platform=platform.name,
+                             spec_vector=platform.spec_vector, meta={"train_rows": int(len(train["x"]))})
+        bundle_dir = bundle.save(Path(out_dir) / model_name)
+        name = registered_name(params["registry"]["prefix"], platform.name, model_name)
+        score = val_metrics.get("top1_ratio_of_sums", float("nan"))
+        version, promoted = log_and_register(bundle, bundle_dir, name, score if np.isfinite(score) else 0.0,
+                                             train["x"][:4], tags={"platform": platform.name, "model": model_name})
+        metrics.update({"registered_model": name, "version": version, "champion": promoted})
+    return metrics
+
+
+def train_platform(platform: Platform, params: dict[str, Any], features_dir: str | Path,
+                   out_dir: str | Path, metrics_path: str | Path) -> dict[str, Any]:
+    """Every model of `train.models` on one platform; writes a DVC metrics JSON."""
+    results = {name: train_one(name, platform, params, features_dir, out_dir) for name in params["train"]["models"]}
+    Path(metrics_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(metrics_path).write_text(json.dumps(results, indent=2, default=str))
+    return results

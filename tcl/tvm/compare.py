@@ -1,0 +1,81 @@
+"""Tune one network with several cost models side by side and compare the curves.
+
+Same network, platform, trial budget and seed for every model. The comparison
+answers what a user asks: how many trials and seconds does each model need to
+reach the baseline's final latency, what latency does each reach with equal
+trials, how much of the tuning time is the cost model, and how fast is the tuned
+network against PyTorch eager on the same CPU.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .curve import CurvePoint
+
+
+@dataclass
+class ModelRun:
+    name: str
+    result: Any  # TuningResult
+    e2e: Any  # EndToEnd
+
+
+def first_reaching(curve: list[CurvePoint], latency: float) -> CurvePoint | None:
+    """The first curve point whose estimate is at or below `latency`."""
+    for point in curve:
+        if math.isfinite(point.estimated_latency) and point.estimated_latency <= latency * (1 + 1e-9):
+            return point
+    return None
+
+
+def comparison_table(runs: list[ModelRun], baseline: str) -> list[dict[str, Any]]:
+    """One row per model: reach-the-baseline trials/seconds, final estimate, cost-model share, e2e figures."""
+    base = next(r for r in runs if r.name == baseline)
+    target = base.result.final_estimate
+    rows = []
+    for run in runs:
+        reach = first_reaching(run.result.curve, target)
+        rows.append({
+            "cost_model": run.name,
+            "trials": run.result.trials,
+            "wall_s": round(run.result.wall_seconds, 1),
+            "final_est_ms": run.result.final_estimate * 1e3,
+            f"trials_to_{baseline}_final": reach.trial if reach else None,
+            f"seconds_to_{baseline}_final": round(reach.seconds, 1) if reach else None,
+            "cost_model_share": round(run.result.cost_model_share, 4),
+            "tuned_ms": run.e2e.tvm_latency_ms,
+            "torch_eager_ms": run.e2e.torch_latency_ms,
+            "speedup_vs_torch": run.e2e.torch_latency_ms / run.e2e.tvm_latency_ms,
+            "max_abs_diff": run.e2e.max_abs_diff,
+        })
+    return rows
+
+
+def tune_side_by_side(network: str, platform, cost_models: dict[str, Callable[[], Any]], *, trials: int,
+                      work_root: str | Path, seed: int, workload_cfg: dict[str, Any],
+                      num_trials_per_iter: int, runner_cfg: dict | None = None,
+                      on_run: Callable[[ModelRun], None] | None = None) -> list[ModelRun]:
+    """Tune `network` once per cost model (each factory builds a fresh model); compile and check each."""
+    from ..workloads import build_network, fuse_for_tuning, to_relax
+    from .e2e import compile_and_check
+    from .tuning import tune_network
+
+    model, inputs = build_network(network, batch=int(workload_cfg.get("batch", 1)),
+                                  image_size=int(workload_cfg.get("image_size", 32)),
+                                  seq_len=int(workload_cfg.get("seq_len", 16)))
+    relax_mod = to_relax(model, inputs)
+    fused = fuse_for_tuning(relax_mod, platform.tvm_target())
+    runs = []
+    for name, factory in cost_models.items():
+        result = tune_network(fused, platform, network=network, cost_model=factory(), cost_model_name=name,
+                              trials=trials, work_dir=Path(work_root) / name, seed=seed,
+                              num_trials_per_iter=num_trials_per_iter, runner_cfg=runner_cfg)
+        run = ModelRun(name, result, compile_and_check(result.database, relax_mod, platform, model, inputs))
+        runs.append(run)
+        if on_run is not None:
+            on_run(run)
+    return runs

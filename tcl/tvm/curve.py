@@ -1,0 +1,45 @@
+"""Record the tuning curve as MetaSchedule measures: after every batch, the trial
+count, wall seconds since start, and the network latency estimate
+sum(task weight x best latency so far) that the gradient task scheduler optimizes."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    trial: int
+    seconds: float
+    estimated_latency: float  # NaN until every task has a successful measurement
+
+
+@derived_object
+class CurveRecorder(PyMeasureCallback):
+    """A measure callback that appends one CurvePoint per measured batch."""
+
+    def __init__(self, task_weights: list[float], on_batch=None):
+        super().__init__()
+        self.weights = [float(w) for w in task_weights]
+        self.best = [math.inf] * len(task_weights)
+        self.points: list[CurvePoint] = []
+        self.trials = 0
+        self.start = time.perf_counter()
+        self.on_batch = on_batch
+
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+        for res in runner_results:
+            if res.error_msg is None and res.run_secs:
+                secs = [float(x) for x in res.run_secs]
+                self.best[task_id] = min(self.best[task_id], sum(secs) / len(secs))
+        self.trials += len(runner_results)
+        estimate = (sum(w * b for w, b in zip(self.weights, self.best))
+                    if all(math.isfinite(b) for b in self.best) else math.nan)
+        self.points.append(CurvePoint(self.trials, time.perf_counter() - self.start, estimate))
+        if self.on_batch is not None:
+            self.on_batch(len(runner_results), estimate)

@@ -1,0 +1,53 @@
+"""Compile a tuned network, check it against PyTorch, and time both on this machine."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class EndToEnd:
+    tvm_latency_ms: float
+    torch_latency_ms: float
+    max_abs_diff: float
+
+
+def _torch_latency_ms(model, inputs, threads: int, repeats: int) -> float:
+    import torch
+
+    torch.set_num_threads(threads)
+    with torch.no_grad():
+        model(*inputs)  # warm-up
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            model(*inputs)
+            times.append(time.perf_counter() - t0)
+    return float(np.median(times) * 1e3)
+
+
+def compile_and_check(database, relax_mod, platform, model, inputs, repeats: int = 20) -> EndToEnd:
+    """Build `relax_mod` with the tuned `database`, compare outputs with `model(*inputs)`, time both."""
+    import torch
+    import tvm
+    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
+
+    target = platform.tvm_target()
+    executable = ms.relax_integration.compile_relax(database, relax_mod, target, params=None)
+    device = tvm.cpu(0) if platform.kind == "cpu" else tvm.cuda(0)
+    vm = relax.VirtualMachine(executable, device)
+    tvm_inputs = [tvm.runtime.tensor(x.numpy(), device) for x in inputs]
+    out = vm["main"](*tvm_inputs)
+    while not hasattr(out, "numpy"):  # the importer wraps outputs in tuples
+        out = out[0]
+    with torch.no_grad():
+        expected = model(*inputs)
+    diff = float(np.max(np.abs(out.numpy() - expected.numpy())))
+    timer = vm.time_evaluator("main", device, number=5, repeat=repeats)
+    tvm_ms = float(np.median(timer(*tvm_inputs).results) * 1e3)
+    return EndToEnd(tvm_latency_ms=tvm_ms, torch_latency_ms=_torch_latency_ms(model, inputs, platform.threads,
+                                                                              repeats), max_abs_diff=diff)

@@ -1,0 +1,84 @@
+"""The tuning stage: tune the configured network with each cost model, track it, report it.
+
+One parent MLflow run per (network, platform) with a nested run per cost model:
+the per-batch curve (estimated latency by trial), the end-to-end figures, the
+tuning database and the curve PNG. The comparison table is also written as JSON
+for `dvc metrics show`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+from ..platforms import Platform, load_platforms
+from ..tracking import init_mlflow
+from .compare import ModelRun, comparison_table, tune_side_by_side
+from .plot import plot_curves
+from .tuning import BUILTIN_COST_MODELS, make_builtin_cost_model
+
+
+def cost_model_factories(names: list[str], platform: Platform, params: dict[str, Any],
+                         log: Callable[[str], None]) -> dict[str, Callable[[], Any]]:
+    """A fresh cost model per tuning run: TVM's built-ins by name, learned ones from the registry."""
+    from .cost_model import LearnedCostModel, load_bundle
+    from .select import select_model
+
+    tcfg = params["tune"]
+    factories = {}
+    for name in names:
+        if name in BUILTIN_COST_MODELS:
+            factories[name] = (lambda n=name: make_builtin_cost_model(n, int(params.get("seed", 0)),
+                                                                        platform.threads))
+            continue
+        choice = select_model(platform, load_platforms(params), params["registry"]["prefix"], name)
+        log(f"{name}: using {choice.uri} ({choice.reason})")
+        bundle = load_bundle(choice.uri)
+        factories[name] = (lambda b=bundle: LearnedCostModel(copy.deepcopy(b), spec_vector=platform.spec_vector,
+                                                             online_steps=int(tcfg.get("online_steps", 0))))
+    return factories
+
+
+def run_tuning_stage(platform: Platform, params: dict[str, Any], out_dir: str | Path,
+                     log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    cfg = params["tune"]
+    network = cfg["network"]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    factories = cost_model_factories(list(cfg["cost_models"]), platform, params, log)
+    mlflow = init_mlflow(params)
+    with mlflow.start_run(run_name=f"tune-{network}-{platform.name}",
+                          tags={"stage": "tune", "platform": platform.name, "network": network}):
+        mlflow.log_params({"network": network, "platform": platform.name, "trials": cfg["trials"],
+                           "num_trials_per_iter": cfg["num_trials_per_iter"], "seed": params.get("seed", 0),
+                           "cost_models": ",".join(factories)})
+
+        def track(run: ModelRun) -> None:
+            with mlflow.start_run(run_name=f"{run.name}", nested=True,
+                                  tags={"stage": "tune", "cost_model": run.name, "platform": platform.name}):
+                for p in run.result.curve:
+                    if p.estimated_latency == p.estimated_latency:
+                        mlflow.log_metric("estimated_latency_ms", p.estimated_latency * 1e3, step=p.trial)
+                mlflow.log_metrics({"tuned_latency_ms": run.e2e.tvm_latency_ms,
+                                    "torch_eager_latency_ms": run.e2e.torch_latency_ms,
+                                    "max_abs_diff": run.e2e.max_abs_diff, "wall_seconds": run.result.wall_seconds,
+                                    "cost_model_share": run.result.cost_model_share})
+                mlflow.log_artifacts(run.result.work_dir, artifact_path="database")
+            log(f"{run.name}: tuned {run.e2e.tvm_latency_ms:.3f} ms vs torch {run.e2e.torch_latency_ms:.3f} ms, "
+                f"max |diff| {run.e2e.max_abs_diff:.2e}, {run.result.wall_seconds:.0f} s")
+
+        runs = tune_side_by_side(network, platform, factories, trials=int(cfg["trials"]),
+                                 work_root=Path(cfg.get("work_dir", "tmp/tune")) / platform.name,
+                                 seed=int(params.get("seed", 0)), workload_cfg=params.get("workloads", {}),
+                                 num_trials_per_iter=int(cfg["num_trials_per_iter"]),
+                                 runner_cfg=params["collect"].get("runner"), on_run=track)
+        baseline = cfg.get("baseline", "xgb") if cfg.get("baseline", "xgb") in factories else runs[0].name
+        table = comparison_table(runs, baseline)
+        png = plot_curves(runs, out / f"{platform.name}.png",
+                          f"{network} on {platform.name}: {cfg['trials']} trials, seed {params.get('seed', 0)}")
+        (out / f"{platform.name}.json").write_text(json.dumps({r["cost_model"]: r for r in table}, indent=2))
+        mlflow.log_artifact(str(png))
+        mlflow.log_dict({"table": table}, "comparison.json")
+    return table

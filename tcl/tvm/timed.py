@@ -1,0 +1,38 @@
+"""A cost-model wrapper that times the inner model, so a tuning run can report the
+share of its wall time spent in the cost model (predict + update)."""
+
+from __future__ import annotations
+
+import time
+
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.cost_model import PyCostModel
+
+
+@derived_object
+class TimedCostModel(PyCostModel):
+    """Delegates to `inner` and adds up the seconds spent in it."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.seconds = 0.0
+        self.predicted = 0
+
+    def load(self, path: str) -> None:
+        self.inner.load(path)
+
+    def save(self, path: str) -> None:
+        self.inner.save(path)
+
+    def update(self, context, candidates, results) -> None:
+        start = time.perf_counter()
+        self.inner.update(context, candidates, results)
+        self.seconds += time.perf_counter() - start
+
+    def predict(self, context, candidates):
+        start = time.perf_counter()
+        scores = self.inner.predict(context, candidates)
+        self.seconds += time.perf_counter() - start
+        self.predicted += len(candidates)
+        return scores

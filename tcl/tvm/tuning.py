@@ -1,0 +1,95 @@
+"""Tune a network with MetaSchedule's gradient task scheduler and a chosen cost model.
+
+The network goes PyTorch -> Relax -> fused tasks (the same fusion `compile_relax`
+applies, so the database's keys are the ones compilation looks up). Every batch
+of measurements adds a point to the tuning curve; the cost model is timed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+BUILTIN_COST_MODELS = ("xgb", "random")
+
+
+@dataclass
+class TuningResult:
+    network: str
+    platform: str
+    cost_model: str
+    trials: int
+    tasks: int
+    wall_seconds: float
+    cost_model_seconds: float
+    curve: list = field(default_factory=list)  # CurvePoint per measured batch
+    database: Any = None
+    work_dir: str = ""
+
+    @property
+    def cost_model_share(self) -> float:
+        return self.cost_model_seconds / self.wall_seconds if self.wall_seconds else 0.0
+
+    @property
+    def final_estimate(self) -> float:
+        return self.curve[-1].estimated_latency if self.curve else float("nan")
+
+
+def make_builtin_cost_model(name: str, seed: int, num_tuning_cores: int):
+    """TVM's own cost models by short name (the baselines)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    if name == "xgb":
+        return ms.cost_model.XGBModel(extractor=ms.feature_extractor.PerStoreFeature(),
+                                      adaptive_training=True, num_tuning_cores=num_tuning_cores)
+    if name == "random":
+        return ms.cost_model.RandomModel(seed=seed)
+    raise ValueError(f"unknown built-in cost model '{name}'; choose from {BUILTIN_COST_MODELS} "
+                     "or pass a loaded model")
+
+
+def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_name: str, trials: int,
+                 work_dir: str | Path, seed: int = 0, num_trials_per_iter: int = 16,
+                 runner_cfg: dict | None = None, progress: bool = True) -> TuningResult:
+    """Tune every task of `relax_mod` (a fused Relax module) for `trials` measurements in total."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from ..collect.measure import LocalMeasurer
+    from .curve import CurveRecorder
+    from .timed import TimedCostModel
+
+    target = platform.tvm_target()
+    work_dir = Path(work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    extracted = ms.relax_integration.extract_tasks(relax_mod, target)
+    if not extracted:
+        raise RuntimeError(f"{network}: no tunable tasks on {platform.name}")
+    contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+        extracted, str(work_dir), seed=seed, num_threads=platform.threads)
+    runner_cfg = dict(runner_cfg or {})
+    measurer = LocalMeasurer(target, platform.threads, {"timeout_sec": 60}, runner_cfg)
+    timed = TimedCostModel(cost_model)
+    bar = tqdm(total=trials, unit="trial", disable=not progress, desc=f"tune {network} [{cost_model_name}]")
+
+    def on_batch(n: int, estimate: float) -> None:
+        bar.update(n)
+        bar.set_postfix_str(f"est {estimate * 1e3:.3f} ms")
+
+    curve = CurveRecorder(weights, on_batch)
+    start = time.perf_counter()
+    database = ms.tune.tune_tasks(
+        tasks=contexts, task_weights=weights, work_dir=str(work_dir), max_trials_global=trials,
+        num_trials_per_iter=num_trials_per_iter, builder=measurer.builder, runner=measurer.runner,
+        database=ms.database.JSONDatabase(work_dir=str(work_dir)), cost_model=timed,
+        measure_callbacks=ms.measure_callback.MeasureCallback.create("default") + [curve],
+        task_scheduler="gradient")
+    wall = time.perf_counter() - start
+    bar.close()
+    return TuningResult(network=network, platform=platform.name, cost_model=cost_model_name,
+                        trials=curve.trials, tasks=len(contexts), wall_seconds=wall,
+                        cost_model_seconds=timed.seconds, curve=curve.points, database=database,
+                        work_dir=str(work_dir))
