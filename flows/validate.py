@@ -1,0 +1,44 @@
+"""Validate flow: Great Expectations over one platform's records; bad rows quarantined, loud failure."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from flows import _env  # noqa: F401  (closed-network defaults before Prefect loads)
+from prefect import flow, get_run_logger
+
+from tcl.config import load_params
+from tcl.data.validate import ValidationFailed, validate_platform
+
+DEFAULT_STORES = ("data/records", "data/tenset")
+
+
+@flow(name="validate", log_prints=True)
+def validate_flow(platform: str, params_path: str = "params.yaml") -> dict:
+    """Validate every record of `platform`; raises ValidationFailed past `validate.max_failed_share`."""
+    params = load_params(params_path)
+    cfg = params.get("validate") or {}
+    summary = validate_platform(
+        platform, params, stores=list(cfg.get("stores", DEFAULT_STORES)),
+        validated_root=cfg.get("validated_root", "data/validated"),
+        quarantine_dir=cfg.get("quarantine_dir", "data/quarantine"),
+        report_dir=cfg.get("report_dir", "reports/validation"))
+    get_run_logger().info(summary.describe())
+    return summary.to_json()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=validate_flow.__doc__)
+    ap.add_argument("--platform", required=True)
+    ap.add_argument("--params", default="params.yaml")
+    args = ap.parse_args()
+    try:
+        validate_flow(args.platform, args.params)
+    except ValidationFailed as e:
+        print(f"VALIDATION FAILED\n{e}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
