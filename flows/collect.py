@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from flows import _env  # noqa: F401  (closed-network defaults before Prefect loads)
+from flows import _tvm_first  # noqa: F401  (must precede Prefect: see its docstring)
 from prefect import flow, get_run_logger
 
 from tcl.collect.collector import collect_platform

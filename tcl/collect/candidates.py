@@ -24,14 +24,22 @@ class CandidateSource:
     """A resumable stream of fresh candidates for one task."""
 
     def __init__(self, mod, target, *, search: str, seed: int, max_trials: int, batch_size: int,
-                 measured: Iterable[tuple[str, list[float]]] = ()):
+                 measured: Iterable[tuple[str, list[float]]] = (), population: int = 128, threads: int = 1):
         from tvm.s_tir import meta_schedule as ms
 
-        if search not in ("evolutionary", "replay-trace"):
+        if search == "evolutionary":
+            # With a random cost model, TVM's default population of 512 evolved 4 times costs
+            # seconds per batch and buys nothing; a smaller population keeps the draws diverse.
+            strategy = ms.search_strategy.EvolutionarySearch(
+                population_size=max(population, 2 * batch_size), init_min_unmeasured=min(50, population),
+                genetic_num_iters=1)
+        elif search == "replay-trace":
+            strategy = ms.search_strategy.ReplayTrace()
+        else:
             raise ValueError(f"collect.search: '{search}' is not 'evolutionary' or 'replay-trace'")
         self._ms = ms
         self.ctx = ms.TuneContext(mod, target=target, space_generator="post-order-apply",
-                                  search_strategy=search, rand_state=seed, num_threads=1)
+                                  search_strategy=strategy, rand_state=seed, num_threads=threads)
         self.database = ms.database.MemoryDatabase()
         workload = self.database.commit_workload(mod)
         args_info = ms.arg_info.ArgInfo.from_prim_func(mod["main"])

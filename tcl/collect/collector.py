@@ -94,6 +94,7 @@ def collect_task(task, platform: Platform, store: RecordStore, measurer: LocalMe
         task.mod, measurer.target, search=cfg.get("search", "evolutionary"),
         seed=task_seed(seed, platform.name, task.key, store.next_batch_index(platform.name, task.key)),
         max_trials=remaining * 4, batch_size=batch_size,  # head-room: already-measured draws are skipped
+        population=int(cfg.get("population", 128)), threads=platform.threads,
         measured=zip(existing.column("program").to_pylist(), existing.column("run_secs").to_pylist()))
     measured = failed = stalls = 0
     while measured < remaining:

@@ -18,7 +18,13 @@ class Outcome:
     error_msg: str
 
 
-def pooled_local_builder(timeout_sec: float, max_workers: int | None = None, process_uses: int = 64):
+def import_tensor_intrinsics() -> None:
+    """Worker initializer: building a candidate that uses a tensorize intrinsic imports them
+    (~25 s); done at worker start-up, which has no timeout, instead of inside a timed build."""
+    import tvm.s_tir.tensor_intrin  # noqa: F401
+
+
+def pooled_local_builder(timeout_sec: float, max_workers: int | None = None, process_uses: int = 256):
     """A LocalBuilder whose worker processes live across build calls.
 
     TVM's LocalBuilder starts a fresh process pool on every `build` call, and each
@@ -38,8 +44,9 @@ def pooled_local_builder(timeout_sec: float, max_workers: int | None = None, pro
             super().__init__()
             workers = max_workers or os.cpu_count() or 1
             self.pool = PopenPoolExecutor(max_workers=workers, timeout=timeout_sec,
-                                          maximum_process_uses=process_uses)
-            # Start the workers now, so their TVM import is not charged to the first candidates' timeout.
+                                          maximum_process_uses=process_uses,
+                                          initializer=import_tensor_intrinsics)
+            # Start the workers (imports and initializer) now, not inside the first timed builds.
             list(self.pool.map_with_error_catching(abs, range(workers)))
 
         def build(self, build_inputs):

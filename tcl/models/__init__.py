@@ -2,7 +2,8 @@
 
 All take float32 features and return one score per program, higher = faster:
 "tcl" and "tlp" read (batch, seq_len, feat_dim) schedule-primitive sequences, "mlp" a
-flat (batch, feat_dim) vector (or the flattened sequence when built with seq_len > 1).
+flat (batch, feat_dim) vector (or the flattened sequence when built with seq_len > 1),
+"tenset_mlp" TVM's PerStoreFeature as (batch, stores, 164) with zero-row padding.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ import torch.nn as nn
 
 from tcl.models.mlp_model import MLPModel
 from tcl.models.tcl_model import TCLModel, param_count, size_on_disk
+from tcl.models.tenset_mlp import TensetMLP
 from tcl.models.tlp_model import TLPModel
 
-MODELS: dict[str, type[nn.Module]] = {"tcl": TCLModel, "tlp": TLPModel, "mlp": MLPModel}
+MODELS: dict[str, type[nn.Module]] = {"tcl": TCLModel, "tlp": TLPModel, "mlp": MLPModel,
+                                     "tenset_mlp": TensetMLP}
 
 
 def build_model(name: str, feat_dim: int, seq_len: int | None, **hparams) -> nn.Module:
@@ -26,4 +29,4 @@ def build_model(name: str, feat_dim: int, seq_len: int | None, **hparams) -> nn.
 
 
 __all__ = ["MODELS", "build_model", "TCLModel", "TLPModel", "MLPModel",
-           "param_count", "size_on_disk"]
+           "TensetMLP", "param_count", "size_on_disk"]

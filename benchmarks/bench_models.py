@@ -1,0 +1,292 @@
+"""Cost models side by side on one platform's collected data, trained and scored the same way.
+
+TCL-Mamba, TLP and MLP read our schedule-primitive tokens (data/features/<platform>, made
+by `dvc repro`'s featurize stage); Tenset-MLP and XGB read TVM's PerStoreFeature, extracted
+from the same validated records (cached next to the features). Every model gets the same
+splits, labels (min latency / latency per task), seed and epochs, and is scored with the same
+ranking metrics on the test split (held-out networks), or on validation if test is empty.
+
+    python benchmarks/bench_models.py [--platform host-avx512-2c] [--epochs N]
+
+Columns: parameters (XGB: tree nodes), size of the saved model, training time, inference
+throughput on 512-candidate batches with one thread (model only), featurization throughput
+from MetaSchedule candidates with one thread (tokens vs PerStoreFeature: what a tuner pays
+before the model), top-1/top-5 in both conventions, pairwise accuracy.
+Writes reports/bench_models.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+TOKEN_MODELS = ("tcl", "tlp", "mlp")
+PSF_MODELS = ("tenset_mlp", "xgb")
+LABELS = {"tcl": "TCL-Mamba", "tlp": "TLP", "mlp": "MLP", "tenset_mlp": "Tenset-MLP", "xgb": "XGB"}
+METRICS = ("top1_ratio_of_sums", "top1_mean_per_network", "top5_ratio_of_sums", "top5_mean_per_network",
+           "pairwise_accuracy")
+
+
+def _throughput(fn, n: int, min_seconds: float = 0.5) -> float:
+    """Items per second of fn() (which handles n items), after one warm-up call."""
+    fn()
+    reps, start = 0, time.perf_counter()
+    while True:
+        fn()
+        reps += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_seconds or reps >= 200:
+            return n * reps / elapsed
+
+
+def _batch(x: np.ndarray, size: int) -> np.ndarray:
+    """`size` rows cycled from x (the eval rows, so inference sees realistic inputs)."""
+    return np.ascontiguousarray(x[np.arange(size) % len(x)])
+
+
+def pick_eval_split(splits: dict[str, dict]) -> tuple[str, str]:
+    """(split name, note): test, else validation, else train; the note says why."""
+    if len(splits["test"]["label"]):
+        return "test", "test (held-out networks)"
+    if len(splits["validation"]["label"]):
+        return "validation", "VALIDATION (the test split is empty: no held-out network was collected)"
+    return "train", "TRAIN (test and validation are empty: these numbers measure fit, not generalization)"
+
+
+def load_per_store(params: dict, platform: str, validated: Path, store_root: Path, cache: Path,
+                   splits: dict[str, dict], threads: int) -> tuple[dict[str, list], dict[str, Any], dict]:
+    """PerStoreFeature per split, row-aligned with the token arrays (checked), plus a summary."""
+    import pyarrow.parquet as pq
+
+    from tcl.data.splits import split_tables
+    from tcl.features.per_store import per_store_features, workload_dir
+
+    tables = split_tables(pq.read_table(validated), params)
+    feats, summary = {}, {"cache": str(cache), "missing": {}}
+    for name, table in tables.items():
+        arr = splits[name]
+        same = (table.num_rows == len(arr["label"])
+                and table.column("task_key").to_pylist() == arr["task_key"].tolist()
+                and np.allclose(np.asarray(table.column("label").to_pylist(), np.float32), arr["label"]))
+        if not same:
+            raise SystemExit(f"{validated} and the {name} features disagree (rows/tasks/labels): the features "
+                             f"are stale, run `dvc repro featurize@{platform}` first")
+        start = time.perf_counter()
+        feats[name], errors = per_store_features(table, [workload_dir(store_root, platform)], cache, threads)
+        bad = [e for e in errors if e]
+        summary["missing"][name] = {"rows": len(bad), "first_errors": sorted(set(bad))[:3]}
+        summary[f"{name}_seconds"] = round(time.perf_counter() - start, 2)
+    sizes = [len(f) for fs in feats.values() for f in fs if f is not None]
+    summary["max_stores"] = max(sizes, default=1)
+    summary["mean_stores"] = float(np.mean(sizes)) if sizes else 0.0
+    return feats, summary, tables
+
+
+def featurize_rates(table, store_root: Path, platform: str, tokenizer, spec, n: int = 128) -> dict[str, float]:
+    """Candidates/s (1 thread) of our tokenizer vs PerStoreFeature, on the same replayed candidates."""
+    import tvm
+
+    from tcl.features import per_store
+
+    rows = table.slice(0, min(n, table.num_rows))
+    by_task: dict[tuple[str, str], list[str]] = {}
+    for key, target, program in zip(rows.column("task_key").to_pylist(), rows.column("target").to_pylist(),
+                                    rows.column("program").to_pylist()):
+        by_task.setdefault((key, target), []).append(program)
+    tok_s = psf_s = 0.0
+    count = 0
+    fe = per_store.extractor()
+    for (key, target), programs in by_task.items():
+        path = per_store.workload_dir(store_root, platform) / f"{key}.json"
+        if not path.exists():
+            continue
+        mod = tvm.ir.load_json(path.read_text())
+        cands = [c for c in per_store.replay(mod, programs)[0] if c is not None]
+        if not cands:
+            continue
+        ctx = per_store.context(mod, tvm.target.Target(json.loads(target)), num_threads=1)
+        start = time.perf_counter()
+        tokenizer.featurize_traces(cands, spec)
+        tok_s += time.perf_counter() - start
+        start = time.perf_counter()
+        fe.extract_from(ctx, cands)
+        psf_s += time.perf_counter() - start
+        count += len(cands)
+    return {"tokens": count / tok_s if tok_s else float("nan"),
+            "per_store": count / psf_s if psf_s else float("nan"), "candidates": count}
+
+
+def train_torch(name: str, x: dict[str, np.ndarray], split_arrays: dict[str, dict], eval_name: str,
+                tcfg, hparams: dict, feat_dim: int, seq_len: int | None, infer_batch: int) -> dict[str, Any]:
+    import torch
+
+    from tcl.models import build_model, param_count, size_on_disk
+    from tcl.train.evaluate import ranking_metrics
+    from tcl.train.loop import fit, predict
+
+    torch.manual_seed(tcfg.seed)
+    model = build_model(name, feat_dim=feat_dim, seq_len=seq_len, **hparams)
+    train = split_arrays["train"]
+    start = time.perf_counter()
+    fit(model, x["train"], train["label"], train["group"], tcfg)
+    seconds = time.perf_counter() - start
+    torch.set_num_threads(1)
+    scores = predict(model, x[eval_name])
+    batch = _batch(x[eval_name], infer_batch)
+    rate = _throughput(lambda: predict(model, batch, batch_size=infer_batch), infer_batch)
+    return {"params": param_count(model), "size_mb": size_on_disk(model) / 1e6, "train_s": seconds,
+            "s_per_epoch": seconds / max(tcfg.epochs, 1), "infer_per_s": rate,
+            **ranking_metrics(split_arrays[eval_name], scores)}
+
+
+def train_xgb(x: dict[str, np.ndarray], split_arrays: dict[str, dict], eval_name: str, rounds: int, seed: int,
+              infer_batch: int) -> dict[str, Any]:
+    from tcl.train.evaluate import ranking_metrics
+    from tcl.train.xgb_baseline import XGBConfig, XGBRanker
+
+    train = split_arrays["train"]
+    start = time.perf_counter()
+    model = XGBRanker(XGBConfig(rounds=rounds, seed=seed, threads=1)).fit(x["train"], train["label"], train["group"])
+    seconds = time.perf_counter() - start
+    batch = _batch(x[eval_name], infer_batch)
+    rate = _throughput(lambda: model.score(batch), infer_batch)
+    return {"params": model.n_nodes(), "size_mb": model.size_bytes() / 1e6, "train_s": seconds,
+            "s_per_epoch": None, "infer_per_s": rate, "rounds": rounds,
+            **ranking_metrics(split_arrays[eval_name], model.score(x[eval_name]))}
+
+
+def _fmt(v: Any, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.{digits}f}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def render(result: dict[str, Any]) -> str:
+    """The markdown table (also what is printed)."""
+    head = ["model", "features", "params", "size MB", "train s", "s/epoch", "infer cand/s", "featurize cand/s",
+            "top1 sums", "top1 mean/net", "top5 sums", "top5 mean/net", "pairwise acc"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in result["models"]:
+        cells = [r["label"], r["features"], _fmt(r["params"]) + (" nodes" if r["name"] == "xgb" else ""),
+                 _fmt(r["size_mb"]), _fmt(r["train_s"], 1), _fmt(r["s_per_epoch"], 2), _fmt(r["infer_per_s"]),
+                 _fmt(r.get("featurize_per_s")), *(_fmt(r.get(m)) for m in METRICS)]
+        lines.append("| " + " | ".join(cells) + " |")
+    rows = result["rows"]
+    notes = [f"platform {result['platform']}; evaluated on {result['eval_note']}; rows train/validation/test = "
+             f"{rows['train']}/{rows['validation']}/{rows['test']}; epochs {result['epochs']}, seed {result['seed']}"
+             f", XGB {result['xgb_rounds']} rounds (rank:pairwise, qid = task)."]
+    if "per_store" in result:
+        ps = result["per_store"]
+        missing = {k: v["rows"] for k, v in ps["missing"].items()}
+        notes.append(f"PerStoreFeature: up to {ps['max_stores']} stores/program (mean {ps['mean_stores']:.1f}), "
+                     f"rows without features per split {missing} (scored from all-zero input).")
+    notes.append("top-k 'sums' = TCL eq. 12 (one ratio over all held-out networks); 'mean/net' = Tenset's mean "
+                 "of per-network ratios. Inference: 512-candidate batches, 1 thread, model only; featurize: "
+                 "MetaSchedule candidates -> model input, 1 thread.")
+    return "\n".join(lines) + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n"
+
+
+def run(platform_name: str, params: dict[str, Any], *, epochs: int, seed: int, models: list[str],
+        features_root: Path, validated: Path, store_root: Path, xgb_rounds: int = 200,
+        infer_batch: int = 512, extract_threads: int = 1, log=print) -> dict[str, Any]:
+    """Train and score every requested model; returns the result dict (see render())."""
+    from tcl.features.dataset import load_split
+    from tcl.features.per_store import default_cache_path, pad_stores, sum_stores
+    from tcl.features.tokenizer import Tokenizer
+    from tcl.platforms import get_platform
+    from tcl.train.loop import TrainConfig
+
+    unknown = sorted(set(models) - set(TOKEN_MODELS) - set(PSF_MODELS))
+    if unknown:
+        raise SystemExit(f"unknown model(s) {unknown}; choose from {TOKEN_MODELS + PSF_MODELS}")
+    platform = get_platform(params, platform_name)
+    features_dir = features_root / platform_name
+    if not (features_dir / "train.npz").exists():
+        raise SystemExit(f"{features_dir}: no features; run `dvc repro featurize@{platform_name}` first")
+    splits = {s: load_split(features_dir, s) for s in ("train", "validation", "test")}
+    eval_name, eval_note = pick_eval_split(splits)
+    log(f"evaluating on {eval_note}")
+    tokenizer = Tokenizer.load(features_dir / "tokenizer.json")
+    rows, cols = tokenizer.feature_shape
+    cfg = params["train"]
+    tcfg = TrainConfig(epochs=epochs, lr=float(cfg["lr"]), batch_size=int(cfg["batch_size"]),
+                       loss=cfg.get("loss", "lambdarank"), seed=seed, threads=int(cfg.get("threads", 1)))
+    hp = cfg.get("hparams") or {}
+    result: dict[str, Any] = {"platform": platform_name, "eval_split": eval_name, "eval_note": eval_note,
+                              "epochs": epochs, "seed": seed, "xgb_rounds": xgb_rounds,
+                              "rows": {s: int(len(a["label"])) for s, a in splits.items()}, "models": []}
+    token_x = {s: a["x"] for s, a in splits.items()}
+    psf = tables = None
+    if set(models) & set(PSF_MODELS):
+        log("PerStoreFeature: loading/extracting ...")
+        feats, result["per_store"], tables = load_per_store(
+            params, platform_name, validated, store_root, default_cache_path(platform_name, features_root),
+            splits, extract_threads)
+        width = result["per_store"]["max_stores"]
+        psf = {"tenset_mlp": {s: pad_stores(f, width) for s, f in feats.items()},
+               "xgb": {s: sum_stores(f) for s, f in feats.items()}}
+    rates = {}
+    if tables is not None:
+        rates = featurize_rates(tables[eval_name], store_root, platform_name, tokenizer, platform.spec_vector)
+    for name in models:
+        log(f"training {LABELS[name]} ...")
+        if name == "xgb":
+            r = train_xgb(psf["xgb"], splits, eval_name, xgb_rounds, seed, infer_batch)
+        elif name == "tenset_mlp":
+            r = train_torch(name, psf["tenset_mlp"], splits, eval_name, tcfg, dict(hp.get(name) or {}),
+                            feat_dim=psf["tenset_mlp"]["train"].shape[-1], seq_len=None, infer_batch=infer_batch)
+        else:
+            r = train_torch(name, token_x, splits, eval_name, tcfg, dict(hp.get(name) or {}),
+                            feat_dim=cols, seq_len=rows, infer_batch=infer_batch)
+        r.update(name=name, label=LABELS[name],
+                 features="PerStoreFeature" if name in PSF_MODELS else "tokens",
+                 featurize_per_s=rates.get("per_store" if name in PSF_MODELS else "tokens"))
+        result["models"].append(r)
+    return result
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    from tcl.config import load_params
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--platform", default="host-avx512-2c")
+    ap.add_argument("--params", default=str(REPO / "params.yaml"))
+    ap.add_argument("--epochs", type=int, default=None, help="default: params train.epochs")
+    ap.add_argument("--seed", type=int, default=None, help="default: params seed")
+    ap.add_argument("--models", default=",".join(TOKEN_MODELS + PSF_MODELS))
+    ap.add_argument("--xgb-rounds", type=int, default=200)
+    ap.add_argument("--features-root", default="data/features")
+    ap.add_argument("--validated", default=None, help="default: data/validated/platform=<platform>.parquet")
+    ap.add_argument("--store", default="data/records", help="record store holding _workloads/")
+    ap.add_argument("--extract-threads", type=int, default=1)
+    ap.add_argument("--out", default="reports/bench_models", help="writes <out>.json and <out>.md")
+    args = ap.parse_args(argv)
+    params = load_params(args.params)
+    epochs = args.epochs if args.epochs is not None else int(params["train"]["epochs"])
+    result = run(args.platform, params, epochs=epochs,
+                 seed=args.seed if args.seed is not None else int(params.get("seed", 0)),
+                 models=[m.strip() for m in args.models.split(",") if m.strip()],
+                 features_root=Path(args.features_root),
+                 validated=Path(args.validated or f"data/validated/platform={args.platform}.parquet"),
+                 store_root=Path(args.store), xgb_rounds=args.xgb_rounds, extract_threads=args.extract_threads,
+                 log=lambda m: print(m, file=sys.stderr, flush=True))
+    table = render(result)
+    print(table)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2, default=float))
+    out.with_suffix(".md").write_text(f"# Cost models on {result['platform']}\n\n{table}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,249 @@
+"""TVM's PerStoreFeature for stored records: the input of the Tenset-MLP and XGB baselines.
+
+A record keeps only the trace JSON; the features need the scheduled program. So each
+record's schedule is rebuilt the way MetaSchedule's own `TuningRecord.as_measure_candidate`
+does it (a fresh `Schedule` of the task's IRModule, `Trace.apply_json_to_schedule`), wrapped
+in a `MeasureCandidate`, and handed to `PerStoreFeature.extract_from` with a `TuneContext`
+for the workload and the record's target. One context per (task, target) batch.
+
+A program gives one 164-wide vector per BufferStore (already log-scaled by TVM), so the
+result is a ragged list of (n_stores, 164) float32 arrays, or None where no features
+exist (no workload saved, e.g. Ansor records; a trace that no longer replays): the
+reason is kept, nothing is dropped silently.
+
+Extraction lowers every program and is slow, so results are cached per platform in one
+.npz keyed by record_id; a rerun extracts only records the cache has not seen, and a
+cache made by another TVM version or extractor configuration is ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+log = logging.getLogger(__name__)
+
+FEATURE_DIM = 164  # PerStoreFeature() with its defaults (5 buffers/store, 10 curve samples, no workload part)
+COLUMNS = ("record_id", "task_key", "target", "program")
+EXTRACTOR_CONFIG = {"buffers_per_store": 5, "arith_intensity_curve_num_samples": 10,
+                    "cache_line_bytes": 64, "extract_workload": False}
+
+
+def default_cache_path(platform: str, features_root: str | Path = "data/features") -> Path:
+    """Next to (not inside) the featurize stage's DVC output, so DVC never sees it as modified."""
+    return Path(features_root) / f"{platform}.per_store.npz"
+
+
+def workload_dir(store_root: str | Path, platform: str) -> Path:
+    return Path(store_root) / f"platform={platform}" / "_workloads"
+
+
+def _tvm_version() -> str:
+    import tvm
+
+    return str(tvm.__version__)
+
+
+def _target(target_json: str):
+    import tvm
+
+    return tvm.target.Target(json.loads(target_json))
+
+
+def context(mod, target, num_threads: int = 1):
+    """The TuneContext PerStoreFeature reads the target from (no space generator: no intrinsic import)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.TuneContext(mod=mod, target=target, num_threads=num_threads)
+
+
+def extractor():
+    """TVM's PerStoreFeature with the configuration the cache is keyed on."""
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.feature_extractor.PerStoreFeature(**EXTRACTOR_CONFIG)
+
+
+def replay(mod, programs: Sequence[str]) -> tuple[list, list[str]]:
+    """MeasureCandidates rebuilt from trace JSON strings, as TuningRecord.as_measure_candidate does.
+
+    Returns (candidates, errors); a trace that does not replay gives None and its error.
+    """
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    args_info = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+    cands, errors = [], []
+    for program in programs:
+        try:
+            sch = tvm.s_tir.Schedule(mod)
+            tvm.s_tir.Trace.apply_json_to_schedule(json.loads(program), sch)
+        except Exception as exc:  # noqa: BLE001 - a trace that no longer replays is a per-record outcome
+            msg = str(exc).strip()
+            cands.append(None)
+            errors.append("replay failed: " + (msg.splitlines()[-1] if msg else repr(exc))[:300])
+            continue
+        cands.append(ms.MeasureCandidate(sch, args_info))
+        errors.append("")
+    return cands, errors
+
+
+def extract_task(mod, target, programs: Sequence[str], num_threads: int = 1,
+                 chunk: int = 256) -> tuple[list[np.ndarray | None], list[str]]:
+    """Features of several programs (trace JSON strings) of ONE workload on ONE target.
+
+    Returns (features, errors): features[i] is (n_stores, 164) float32 or None, errors[i] is
+    "" or why there are none.
+    """
+    import tvm
+
+    if isinstance(mod, str):
+        mod = tvm.ir.load_json(mod)
+    if isinstance(target, str):
+        target = _target(target)
+    ctx = context(mod, target, num_threads)
+    fe = extractor()
+    replayed, errors = replay(mod, programs)
+    feats: list[np.ndarray | None] = [None] * len(programs)
+    where = [i for i, c in enumerate(replayed) if c is not None]
+    cands = [replayed[i] for i in where]
+    for lo in range(0, len(cands), chunk):
+        batch, idx = cands[lo:lo + chunk], where[lo:lo + chunk]
+        try:
+            out = [f.numpy().astype(np.float32) for f in fe.extract_from(ctx, batch)]
+        except Exception:  # noqa: BLE001 - one bad program must not sink its batch: retry one by one
+            out = []
+            for cand in batch:
+                try:
+                    out.append(fe.extract_from(ctx, [cand])[0].numpy().astype(np.float32))
+                except Exception as exc:  # noqa: BLE001
+                    out.append(f"extract failed: {str(exc).strip()[-300:]}")
+        for i, f in zip(idx, out):
+            if isinstance(f, str):
+                errors[i] = f
+            else:
+                feats[i] = f.reshape(-1, FEATURE_DIM)
+    return feats, errors
+
+
+def extract_records(table: pa.Table, workload_dirs: Iterable[str | Path], num_threads: int = 1
+                    ) -> tuple[list[np.ndarray | None], list[str]]:
+    """Features of every row of a record table, batched by (task_key, target)."""
+    dirs = [Path(d) for d in workload_dirs]
+    keys = table.column("task_key").to_pylist()
+    targets = table.column("target").to_pylist()
+    programs = table.column("program").to_pylist()
+    feats: list[np.ndarray | None] = [None] * len(keys)
+    errors = [""] * len(keys)
+    batches: dict[tuple[str, str], list[int]] = {}
+    for i, (k, t) in enumerate(zip(keys, targets)):
+        batches.setdefault((k, t), []).append(i)
+    for (key, target), rows in batches.items():
+        path = next((d / f"{key}.json" for d in dirs if (d / f"{key}.json").exists()), None)
+        if path is None:
+            for i in rows:
+                errors[i] = f"no workload {key}.json in {[str(d) for d in dirs]}"
+            continue
+        f, e = extract_task(path.read_text(), target, [programs[i] for i in rows], num_threads)
+        for i, fi, ei in zip(rows, f, e):
+            feats[i], errors[i] = fi, ei
+    return feats, errors
+
+
+@dataclass
+class PerStoreCache:
+    """record_id -> (n_stores, 164) features or an error, persisted as one .npz."""
+
+    path: Path
+    feats: dict[str, np.ndarray | None]
+    errors: dict[str, str]
+
+    @classmethod
+    def load(cls, path: str | Path) -> "PerStoreCache":
+        path = Path(path)
+        cache = cls(path, {}, {})
+        if not path.exists():
+            return cache
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+            if meta != _meta():
+                log.warning("%s was made by %s; ignoring it (now %s)", path, meta, _meta())
+                return cache
+            ids, offsets, data, errs = z["record_id"], z["offsets"], z["features"], z["error"]
+        for j, rid in enumerate(ids.tolist()):
+            cache.errors[rid] = str(errs[j])
+            cache.feats[rid] = None if errs[j] else data[offsets[j]:offsets[j + 1]]
+        return cache
+
+    def save(self) -> None:
+        ids = sorted(self.feats)
+        sizes = [0 if self.feats[r] is None else len(self.feats[r]) for r in ids]
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        parts = [self.feats[r] for r in ids if self.feats[r] is not None]
+        data = np.concatenate(parts) if parts else np.zeros((0, FEATURE_DIM), np.float32)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.tmp.npz")
+        np.savez_compressed(tmp, meta=json.dumps(_meta()), record_id=np.asarray(ids, dtype=str),
+                            offsets=offsets, features=data.astype(np.float32),
+                            error=np.asarray([self.errors[r] for r in ids], dtype=str))
+        os.replace(tmp, self.path)
+
+
+def _meta() -> dict:
+    return {"tvm": _tvm_version(), "extractor": EXTRACTOR_CONFIG, "dim": FEATURE_DIM}
+
+
+def per_store_features(table: pa.Table, workload_dirs: Iterable[str | Path], cache_path: str | Path | None = None,
+                       num_threads: int = 1) -> tuple[list[np.ndarray | None], list[str]]:
+    """Features (and errors) for every row of `table`, extracting only what the cache lacks."""
+    cache = PerStoreCache.load(cache_path) if cache_path else PerStoreCache(Path(), {}, {})
+    ids = table.column("record_id").to_pylist()
+    missing = sorted({r for r in ids if r not in cache.feats})
+    if missing:
+        wanted = pa.array(missing)
+        import pyarrow.compute as pc
+
+        todo = table.select(list(COLUMNS)).filter(pc.is_in(table.column("record_id"), value_set=wanted))
+        _, first = np.unique(np.asarray(todo.column("record_id").to_pylist(), dtype=object), return_index=True)
+        todo = todo.take(pa.array(np.sort(first)))
+        log.info("PerStoreFeature: extracting %d record(s) (%d cached)", todo.num_rows, len(ids) - len(missing))
+        feats, errors = extract_records(todo, workload_dirs, num_threads)
+        for rid, f, e in zip(todo.column("record_id").to_pylist(), feats, errors):
+            cache.feats[rid], cache.errors[rid] = f, e
+        if cache_path:
+            cache.save()
+    return [cache.feats[r] for r in ids], [cache.errors[r] for r in ids]
+
+
+def pad_stores(feats: Sequence[np.ndarray | None], max_stores: int | None = None) -> np.ndarray:
+    """(N, S, 164) float32, zero rows after each program's stores (see TensetMLP for why zeros are safe).
+
+    Programs with more than `max_stores` stores are truncated (logged); None becomes all zeros.
+    """
+    sizes = [0 if f is None else len(f) for f in feats]
+    width = max(max_stores if max_stores is not None else max(sizes, default=0), 1)
+    out = np.zeros((len(feats), width, FEATURE_DIM), np.float32)
+    cut = 0
+    for i, f in enumerate(feats):
+        if f is not None and len(f):
+            cut += len(f) > width
+            out[i, :min(len(f), width)] = f[:width]
+    if cut:
+        log.warning("pad_stores: %d program(s) have more than %d stores and were truncated", cut, width)
+    return out
+
+
+def sum_stores(feats: Sequence[np.ndarray | None]) -> np.ndarray:
+    """(N, 164): per-program sum over stores (TVM XGBModel's pack-sum, taken on the input side)."""
+    out = np.zeros((len(feats), FEATURE_DIM), np.float32)
+    for i, f in enumerate(feats):
+        if f is not None and len(f):
+            out[i] = f.sum(axis=0)
+    return out

@@ -1,0 +1,124 @@
+"""Baselines on TVM's PerStoreFeature, on real records: two tiny matmul tasks, 8 measured programs each."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from tcl.collect.collector import collect_task
+from tcl.data.splits import add_labels
+from tcl.data.store import RecordStore
+from tcl.features.per_store import FEATURE_DIM, PerStoreCache, pad_stores, per_store_features, sum_stores, \
+    workload_dir
+from tcl.models import build_model
+from tcl.models.metrics import pairwise_accuracy
+from tcl.train.loop import TrainConfig, fit, predict
+from tcl.train.xgb_baseline import XGBConfig, XGBRanker
+
+from conftest import REPO, toy_matmul_task
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def toy_store(tmp_path_factory, params, host_platform, measurer):
+    """A record store with toy_a (16^3 matmul) and toy_b (32^3 matmul), 8 programs each."""
+    root = tmp_path_factory.mktemp("baselines") / "records"
+    store = RecordStore(root)
+    cfg = dict(params["collect"], trials_per_task=8, batch_size=8)
+    for n, network in ((16, "toy_a"), (32, "toy_b")):
+        collect_task(toy_matmul_task(n, network), host_platform, store, measurer, cfg, 0, lambda _: None)
+    table = add_labels(store.read(host_platform.name))
+    assert table.num_rows == 16
+    return store, table
+
+
+def _features(store, table, platform, cache=None):
+    return per_store_features(table, [workload_dir(store.root, platform)], cache)
+
+
+def test_per_store_features_are_finite_and_deterministic(toy_store, host_platform, tmp_path):
+    store, table = toy_store
+    cache = tmp_path / "psf.npz"
+    feats, errors = _features(store, table, host_platform.name, cache)
+    ok = [not e for e in table.column("error_code").to_pylist()]
+    assert any(ok)
+    for f, err, good in zip(feats, errors, ok):
+        if good:
+            assert err == "" and f is not None, err
+            assert f.ndim == 2 and f.shape[1] == FEATURE_DIM and f.shape[0] >= 1
+            assert np.isfinite(f).all()
+            assert (f != 0).any(axis=1).all(), "a real store row is all zeros: TensetMLP's padding mask would drop it"
+    # Twice from scratch gives the same; the cache gives it back without extracting.
+    again, _ = _features(store, table, host_platform.name)
+    cached = PerStoreCache.load(cache)
+    assert set(cached.feats) == set(table.column("record_id").to_pylist())
+    for a, b, rid in zip(feats, again, table.column("record_id").to_pylist()):
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_array_equal(a, b)
+            np.testing.assert_array_equal(a, cached.feats[rid])
+
+
+def test_missing_workload_is_reported_not_dropped(toy_store, host_platform, tmp_path):
+    _, table = toy_store
+    feats, errors = per_store_features(table.slice(0, 3), [tmp_path])
+    assert feats == [None] * 3 and all("no workload" in e for e in errors)
+
+
+def test_tenset_mlp_ignores_zero_padding_stores(toy_store, host_platform):
+    store, table = toy_store
+    feats, _ = _features(store, table, host_platform.name)
+    x = pad_stores(feats)
+    padded = pad_stores(feats, max_stores=x.shape[1] + 7)
+    labels = np.asarray(table.column("label").to_pylist(), np.float32)
+    groups = np.unique(table.column("task_key").to_pylist(), return_inverse=True)[1]
+    torch.manual_seed(0)
+    model = build_model("tenset_mlp", feat_dim=FEATURE_DIM, seq_len=None)
+    fit(model, x, labels, groups, TrainConfig(epochs=3, batch_size=64, seed=0))
+    a, b = predict(model, x), predict(model, padded)
+    assert np.isfinite(a).all()
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    # ...while the stores themselves matter.
+    assert not np.allclose(a, predict(model, np.zeros_like(x)))
+
+
+def test_xgb_ranker_trains_and_scores(toy_store, host_platform):
+    store, table = toy_store
+    feats, _ = _features(store, table, host_platform.name)
+    x = sum_stores(feats)
+    labels = np.asarray(table.column("label").to_pylist(), np.float32)
+    groups = np.unique(table.column("task_key").to_pylist(), return_inverse=True)[1]
+    ranker = XGBRanker(XGBConfig(rounds=30, seed=0)).fit(x, labels, groups)
+    scores = ranker.score(x)
+    assert scores.shape == (len(x),) and np.isfinite(scores).all()
+    np.testing.assert_array_equal(scores, XGBRanker(XGBConfig(rounds=30, seed=0)).fit(x, labels, groups).score(x))
+    assert pairwise_accuracy(scores, labels, groups) > 0.6  # it fits its training data
+    assert ranker.size_bytes() > 0 and ranker.n_nodes() > 0
+
+
+def test_bench_models_runs_end_to_end(toy_store, params, host_platform, tmp_path):
+    """The benchmark script on the toy store: toy_b held out as the test network."""
+    from tcl.features.dataset import featurize_platform
+
+    store, _ = toy_store
+    validated = tmp_path / "validated.parquet"
+    pq.write_table(store.read(host_platform.name), validated)
+    bench_params = dict(params, split={"holdout_networks": ["toy_b"], "val_fraction": 0.0})
+    featurize_platform(host_platform, bench_params, validated, tmp_path / "features" / host_platform.name)
+    spec = importlib.util.spec_from_file_location("bench_models", REPO / "benchmarks" / "bench_models.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    result = bench.run(host_platform.name, bench_params, epochs=1, seed=0, models=["tcl", "tenset_mlp", "xgb"],
+                       features_root=tmp_path / "features", validated=validated, store_root=store.root,
+                       xgb_rounds=5, log=lambda _: None)
+    assert result["eval_split"] == "test" and result["rows"]["test"] == 8
+    assert [r["name"] for r in result["models"]] == ["tcl", "tenset_mlp", "xgb"]
+    for r in result["models"]:
+        assert 0 < r["top1_ratio_of_sums"] <= 1 and r["infer_per_s"] > 0 and r["featurize_per_s"] > 0, r
+    assert (tmp_path / "features" / f"{host_platform.name}.per_store.npz").exists()
+    assert "Tenset-MLP" in bench.render(result)
