@@ -177,8 +177,8 @@ def render(result: dict[str, Any]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in result["models"]:
         cells = [r["label"], r["features"], _fmt(r["params"]) + (" nodes" if r["name"] == "xgb" else ""),
-                 _fmt(r["size_mb"]), _fmt(r["train_s"], 1), _fmt(r["s_per_epoch"], 2), _fmt(r["infer_per_s"]),
-                 _fmt(r.get("featurize_per_s")), *(_fmt(r.get(m)) for m in METRICS)]
+                 _fmt(r["size_mb"]), _fmt(r["train_s"], 1), _fmt(r["s_per_epoch"], 2), _fmt(r["infer_per_s"], 0),
+                 _fmt(r.get("featurize_per_s"), 0), *(_fmt(r.get(m)) for m in METRICS)]
         lines.append("| " + " | ".join(cells) + " |")
     rows = result["rows"]
     notes = [f"platform {result['platform']}; evaluated on {result['eval_note']}; rows train/validation/test = "

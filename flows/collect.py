@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
-
 from flows import _env  # noqa: F401  (closed-network defaults before Prefect loads)
 from flows import _tvm_first  # noqa: F401  (must precede Prefect: see its docstring)
+from flows._cli import run_platform_flow
 from prefect import flow, get_run_logger
 
 from tcl.collect.collector import collect_platform
@@ -27,14 +26,5 @@ def collect_flow(platform: str, params_path: str = "params.yaml", store_root: st
     return vars(summary)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=collect_flow.__doc__)
-    ap.add_argument("--platform", required=True)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--store", default="data/records")
-    args = ap.parse_args()
-    collect_flow(args.platform, args.params, args.store)
-
-
 if __name__ == "__main__":
-    main()
+    run_platform_flow(collect_flow)

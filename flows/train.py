@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import argparse
-
 from flows import _env  # noqa: F401  (closed-network defaults before Prefect loads)
+from flows._cli import run_platform_flow
 from prefect import flow, get_run_logger
 
 from tcl.config import load_params
@@ -26,13 +25,5 @@ def train_flow(platform: str, params_path: str = "params.yaml") -> dict:
     return results
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=train_flow.__doc__)
-    ap.add_argument("--platform", required=True)
-    ap.add_argument("--params", default="params.yaml")
-    args = ap.parse_args()
-    train_flow(args.platform, args.params)
-
-
 if __name__ == "__main__":
-    main()
+    run_platform_flow(train_flow)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
-
 from flows import _env  # noqa: F401  (closed-network defaults before Prefect loads)
 from flows import _tvm_first  # noqa: F401  (must precede Prefect: see its docstring)
+from flows._cli import run_platform_flow
 from prefect import flow, get_run_logger
 
 from tcl.config import load_params
@@ -24,14 +23,5 @@ def tune_flow(platform: str, params_path: str = "params.yaml", out_dir: str = "r
     return table
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=tune_flow.__doc__)
-    ap.add_argument("--platform", required=True)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--out", default="reports/tune")
-    args = ap.parse_args()
-    tune_flow(args.platform, args.params, args.out)
-
-
 if __name__ == "__main__":
-    main()
+    run_platform_flow(tune_flow)

@@ -61,7 +61,7 @@ def tune_side_by_side(network: str, platform, cost_models: dict[str, Callable[[]
                       on_run: Callable[[ModelRun], None] | None = None) -> list[ModelRun]:
     """Tune `network` once per cost model (each factory builds a fresh model); compile and check each."""
     from ..workloads import build_network, fuse_for_tuning, to_relax
-    from .e2e import compile_and_check
+    from .e2e import compile_and_check, torch_latency_ms
     from .tuning import tune_network
 
     model, inputs = build_network(network, batch=int(workload_cfg.get("batch", 1)),
@@ -69,12 +69,13 @@ def tune_side_by_side(network: str, platform, cost_models: dict[str, Callable[[]
                                   seq_len=int(workload_cfg.get("seq_len", 16)))
     relax_mod = to_relax(model, inputs)
     fused = fuse_for_tuning(relax_mod, platform.tvm_target())
+    torch_ms = torch_latency_ms(model, inputs, platform.threads)  # once: the same reference for every model
     runs = []
     for name, factory in cost_models.items():
         result = tune_network(fused, platform, network=network, cost_model=factory(), cost_model_name=name,
                               trials=trials, work_dir=Path(work_root) / name, seed=seed,
                               num_trials_per_iter=num_trials_per_iter, runner_cfg=runner_cfg)
-        run = ModelRun(name, result, compile_and_check(result.database, relax_mod, platform, model, inputs))
+        run = ModelRun(name, result, compile_and_check(result.database, relax_mod, platform, model, inputs, torch_ms))
         runs.append(run)
         if on_run is not None:
             on_run(run)

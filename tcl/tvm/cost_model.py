@@ -34,7 +34,10 @@ class LearnedCostModel(PyCostModel):
     """Scores MetaSchedule candidates with a TCL/TLP/MLP bundle."""
 
     def __init__(self, bundle: ModelBundle, spec_vector=None, online_steps: int = 0, lr: float = 1e-4):
+        import torch
+
         super().__init__()
+        torch.set_num_threads(1)  # the Mamba scan's small steps: 1 thread is many times faster on CPU
         self.bundle = bundle
         self.spec_vector = list(spec_vector) if spec_vector is not None else bundle.spec_vector
         self.online_steps = int(online_steps)

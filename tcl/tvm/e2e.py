@@ -15,7 +15,8 @@ class EndToEnd:
     max_abs_diff: float
 
 
-def _torch_latency_ms(model, inputs, threads: int, repeats: int) -> float:
+def torch_latency_ms(model, inputs, threads: int, repeats: int = 20) -> float:
+    """PyTorch eager median latency with the platform's thread count (the user's alternative)."""
     import torch
 
     torch.set_num_threads(threads)
@@ -29,8 +30,9 @@ def _torch_latency_ms(model, inputs, threads: int, repeats: int) -> float:
     return float(np.median(times) * 1e3)
 
 
-def compile_and_check(database, relax_mod, platform, model, inputs, repeats: int = 20) -> EndToEnd:
-    """Build `relax_mod` with the tuned `database`, compare outputs with `model(*inputs)`, time both."""
+def compile_and_check(database, relax_mod, platform, model, inputs, torch_ms: float,
+                      repeats: int = 20) -> EndToEnd:
+    """Build `relax_mod` with the tuned `database`, compare outputs with `model(*inputs)`, time it."""
     import torch
     import tvm
     from tvm import relax
@@ -49,5 +51,4 @@ def compile_and_check(database, relax_mod, platform, model, inputs, repeats: int
     diff = float(np.max(np.abs(out.numpy() - expected.numpy())))
     timer = vm.time_evaluator("main", device, number=5, repeat=repeats)
     tvm_ms = float(np.median(timer(*tvm_inputs).results) * 1e3)
-    return EndToEnd(tvm_latency_ms=tvm_ms, torch_latency_ms=_torch_latency_ms(model, inputs, platform.threads,
-                                                                              repeats), max_abs_diff=diff)
+    return EndToEnd(tvm_latency_ms=tvm_ms, torch_latency_ms=torch_ms, max_abs_diff=diff)

@@ -14,8 +14,9 @@ def plot_curves(runs, path: str | Path, title: str) -> Path:
     fig, (by_trial, by_time) = plt.subplots(1, 2, figsize=(11, 4))
     for run in runs:
         pts = [p for p in run.result.curve if p.estimated_latency == p.estimated_latency]
-        by_trial.plot([p.trial for p in pts], [p.estimated_latency * 1e3 for p in pts], label=run.name)
-        by_time.plot([p.seconds for p in pts], [p.estimated_latency * 1e3 for p in pts], label=run.name)
+        by_trial.plot([p.trial for p in pts], [p.estimated_latency * 1e3 for p in pts], label=run.name, drawstyle="steps-post")
+        by_time.plot([p.seconds for p in pts], [p.estimated_latency * 1e3 for p in pts], label=run.name,
+                     drawstyle="steps-post")
     by_trial.set_xlabel("measured trials")
     by_time.set_xlabel("tuning wall time (s)")
     for ax in (by_trial, by_time):

@@ -7,6 +7,7 @@ of measurements adds a point to the tuning curve; the cost model is timed.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +63,8 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     from .curve import CurveRecorder
     from .timed import TimedCostModel
 
+    # MetaSchedule prints a task table per batch; it stays in <work_dir>/logs, the bar shows progress.
+    logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
     target = platform.tvm_target()
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
