@@ -292,8 +292,10 @@ def _fake_tvm(monkeypatch):
     Assumed: Object.__reduce__ = (tvm.runtime.object._new_object, (cls,), __getstate__());
     SearchTask state = dict with workload_key & co.; other Objects -> {"handle": <node JSON>}.
     """
+    stand_ins: dict[str, types.ModuleType] = {}
+
     def module(name):
-        mod = types.ModuleType(name)
+        mod = stand_ins[name] = types.ModuleType(name)
         monkeypatch.setitem(sys.modules, name, mod)
         return mod
 
@@ -317,7 +319,9 @@ def _fake_tvm(monkeypatch):
             return (_new_object, (type(self),), self.__getstate__())
 
     def tvm_class(mod_name, name, base=_Object, **body):
-        mod = sys.modules.get(mod_name) or module(mod_name)
+        # Only ever a stand-in: the real TVM may be imported in this process, and its classes
+        # must not be replaced.
+        mod = stand_ins.get(mod_name) or module(mod_name)
         cls = type(name, (base,), {"__module__": mod_name, "__qualname__": name, **body})
         setattr(mod, name, cls)
         return cls

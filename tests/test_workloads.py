@@ -60,7 +60,7 @@ def test_every_network_builds_and_runs_forward(name):
         assert inputs[0].dtype == torch.float32 and inputs[0].shape == (1, 3, 32, 32)
     with torch.no_grad():
         out = model(*inputs)
-    expected = {"bert_tiny": (1, 128), "bert_base": (1, 768)}.get(name, (1, 1000))
+    expected = {"bert_tiny": (1, 128), "bert_base": (1, 768), "tiny_cnn": (1, 10)}.get(name, (1, 1000))
     assert out.shape == expected and torch.isfinite(out).all()
 
 
