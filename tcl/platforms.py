@@ -54,6 +54,16 @@ class Platform:
         return json.dumps(self.target, sort_keys=True)
 
 
+def require_device(platform: Platform) -> None:
+    """Fail early, by name, when a platform cannot be measured on this machine."""
+    if platform.kind == "gpu":
+        import tvm
+
+        if not tvm.cuda(0).exist:
+            raise RuntimeError(f"platform '{platform.name}' needs a CUDA device and this machine has none "
+                               "(tvm.cuda(0).exist is False); run this stage on a CUDA machine")
+
+
 def _parse_platform(name: str, entry: dict[str, Any]) -> Platform:
     where = f"params.yaml: platforms.{name}"
     for key in ("kind", "target", "specs"):

@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from ..data.metaschedule import trace_to_steps
 from ..data.schema import make_record_id, records_to_table, summarize_times
 from ..data.store import RecordStore
-from ..platforms import Platform
+from ..platforms import Platform, require_device
 from .candidates import CandidateSource, trace_json
 from .measure import LocalMeasurer
 
@@ -128,11 +128,7 @@ def collect_platform(platform: Platform, params: dict[str, Any], store: RecordSt
                      progress: bool = True) -> CollectSummary:
     """Collect every selected task of the configured networks on one platform."""
     cfg = params["collect"]
-    if platform.kind == "gpu":
-        import tvm
-
-        if not tvm.cuda(0).exist:
-            raise RuntimeError(f"platform '{platform.name}' needs a CUDA device and this machine has none")
+    require_device(platform)
     tasks = select_tasks(platform, cfg, params.get("workloads", {}))
     store.save_tasks(platform.name, [
         {"network": t.network, "task_key": t.key, "task_name": t.name, "weight": int(t.weight),

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from ..platforms import Platform, load_platforms
+from ..platforms import Platform, load_platforms, require_device
 from ..tracking import init_mlflow
 from .compare import ModelRun, comparison_table, tune_side_by_side
 from .plot import plot_curves
@@ -43,6 +43,7 @@ def cost_model_factories(names: list[str], platform: Platform, params: dict[str,
 
 def run_tuning_stage(platform: Platform, params: dict[str, Any], out_dir: str | Path,
                      log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    require_device(platform)
     cfg = params["tune"]
     network = cfg["network"]
     out = Path(out_dir)

@@ -1,0 +1,122 @@
+"""Model selection from a real MLflow registry, the learned cost model inside
+MetaSchedule, and the GPU path (run on a CUDA machine, skipped here with the reason)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tcl.features.tokenizer import Tokenizer
+from tcl.models import build_model
+from tcl.platforms import load_platforms, require_device
+from tcl.train.bundle import ModelBundle
+
+from test_foundation import TRACE
+
+
+@pytest.fixture()
+def registry(tmp_path, monkeypatch):
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment("test")
+    yield mlflow
+    mlflow.set_tracking_uri(None)
+
+
+def _bundle(platform) -> ModelBundle:
+    from tcl.data.metaschedule import trace_to_steps
+
+    tokenizer = Tokenizer.for_kind("cpu").fit([trace_to_steps(TRACE)], [platform.spec_vector])
+    rows, cols = tokenizer.feature_shape
+    return ModelBundle("tcl", build_model("tcl", feat_dim=cols, seq_len=rows), tokenizer, platform.name,
+                       platform.spec_vector, {})
+
+
+def _register(mlflow, bundle, tmp_path, score):
+    from tcl.train.registry import log_and_register
+
+    x = bundle.tokenizer.transform([[{"kind": "Split", "nums": [1.0], "strs": []}]], [bundle.spec_vector])
+    with mlflow.start_run():
+        return log_and_register(bundle, bundle.save(tmp_path / f"b{score}"), f"tcl-tcl-{bundle.platform}",
+                                score, x, tags={"platform": bundle.platform})
+
+
+def test_champion_moves_only_when_validation_does_not_get_worse(registry, tmp_path, params):
+    platform = load_platforms(params)["host-avx2-2c"]
+    bundle = _bundle(platform)
+    assert _register(registry, bundle, tmp_path, 0.5) == ("1", True)
+    assert _register(registry, bundle, tmp_path, 0.4) == ("2", False)
+    assert _register(registry, bundle, tmp_path, 0.6) == ("3", True)
+    from tcl.tvm.cost_model import load_bundle
+
+    loaded = load_bundle("models:/tcl-tcl-host-avx2-2c@champion")
+    steps = [[{"kind": "Split", "nums": [1.0, 0.0], "strs": []}]]
+    np.testing.assert_allclose(loaded.score_steps(steps), bundle.score_steps(steps), rtol=1e-6)
+
+
+def test_selection_prefers_own_champion_then_nearest_platform_by_spec(registry, tmp_path, params):
+    from tcl.tvm.select import select_model
+
+    platforms = load_platforms(params)
+    with pytest.raises(LookupError, match="run the train stage first"):
+        select_model(platforms["host-sse4-1c"], platforms, "tcl", "tcl")
+    _register(registry, _bundle(platforms["host-avx2-2c"]), tmp_path, 0.5)
+    _register(registry, _bundle(platforms["host-avx512-2c"]), tmp_path, 0.5)
+    own = select_model(platforms["host-avx512-2c"], platforms, "tcl", "tcl")
+    assert own.platform == "host-avx512-2c" and own.uri == "models:/tcl-tcl-host-avx512-2c@champion"
+    # The 1-thread SSE4 variant has no model: its nearest spec neighbour is the AVX2 one (16 vs 32 vs 64 B SIMD).
+    near = select_model(platforms["host-sse4-1c"], platforms, "tcl", "tcl")
+    assert near.platform == "host-avx2-2c" and "nearest platform" in near.reason
+
+
+@pytest.mark.slow
+def test_learned_cost_model_scores_metaschedule_candidates(params, host_platform):
+    """The bundle as a PyCostModel: non-negative float64 scores for real candidates."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from conftest import toy_matmul_task
+    from tcl.tvm.cost_model import LearnedCostModel
+
+    task = toy_matmul_task()
+    ctx = ms.TuneContext(task.mod, target=host_platform.tvm_target(), space_generator="post-order-apply",
+                         search_strategy="evolutionary", rand_state=1, num_threads=1)
+    ctx.pre_tuning(max_trials=8, num_trials_per_iter=8, database=ms.database.MemoryDatabase(),
+                   cost_model=ms.cost_model.RandomModel(seed=1))
+    candidates = ctx.generate_measure_candidates()
+    model = LearnedCostModel(_bundle(host_platform))
+    scores = model.predict(ctx, candidates)
+    assert scores.dtype == np.float64 and scores.shape == (len(candidates),) and (scores >= 0).all()
+    assert len(set(np.round(scores, 9))) > 1  # different schedules, different scores
+
+
+def test_gpu_platform_fails_early_by_name_without_cuda(params):
+    import tvm
+
+    if tvm.cuda(0).exist:
+        pytest.skip("this machine has CUDA: the GPU path is exercised by test_gpu_collection_on_cuda")
+    with pytest.raises(RuntimeError, match="nvidia-h100.*needs a CUDA device"):
+        require_device(load_platforms(params)["nvidia-h100"])
+
+
+@pytest.mark.slow
+def test_gpu_collection_on_cuda(tmp_path, params):
+    import tvm
+
+    if not tvm.cuda(0).exist:
+        pytest.skip("no CUDA device on this machine (tvm.cuda(0).exist is False): GPU collection is tested "
+                    "only where one is present")
+    from conftest import toy_matmul_task
+    from tcl.collect.collector import collect_task
+    from tcl.collect.measure import LocalMeasurer
+    from tcl.data.store import RecordStore
+
+    gpu = load_platforms(params)["nvidia-h100"]
+    measurer = LocalMeasurer(gpu.tvm_target(), 1, {"timeout_sec": 120}, {"number": 2, "repeat": 2})
+    cfg = dict(params["collect"], trials_per_task=4, batch_size=4)
+    store = RecordStore(tmp_path)
+    collect_task(toy_matmul_task(64), gpu, store, measurer, cfg, 0, lambda n: None)
+    rows = store.read(gpu.name).to_pylist()
+    assert len(rows) == 4 and any(not r["error_code"] and r["mean_sec"] > 0 for r in rows)
