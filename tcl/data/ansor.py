@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterator
 import pyarrow as pa
 
 from tcl.data.quarantine import Quarantine
-from tcl.data.schema import make_record_id, records_to_table, summarize_times
+from tcl.data.schema import make_record_id, summarize_times, tables_in_chunks
 
 log = logging.getLogger(__name__)
 
@@ -303,49 +303,45 @@ def read_ansor_log(path: str | Path, *, platform: str, network: str = "",
     `op_type_of(workload_key)` names the operator type; it is called once per task.
     Bad lines go to `quarantine` as `<file>:<line>: <reason>` and reading goes on.
     """
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     path = Path(path)
     weights = None if task_weights is None else _canonical_weights(task_weights, str(path))
     op_types: dict[str, str] = {}
     unweighted: set[str] = set()
-    rows: list[dict[str, Any]] = []
-    with open(path, "rb") as fh:
-        for lineno, raw_bytes in enumerate(fh, start=1):
-            try:
-                raw = raw_bytes.decode("utf-8")
-            except UnicodeDecodeError as e:  # keep the bytes recoverable via surrogateescape
-                raw = raw_bytes.decode("utf-8", errors="surrogateescape")
-                quarantine.add(path, lineno, "invalid UTF-8", raw.rstrip("\r\n"), str(e))
-                continue
-            text = raw.strip()
-            if not text or text.startswith("#"):
-                continue
-            try:
-                rec = parse_ansor_line(text)
-            except RecordError as e:
-                quarantine.add(path, lineno, e.reason, raw.rstrip("\r\n"), e.detail)
-                continue
-            wk = rec.pop("workload_key")
-            if weights is None:
-                weight = 1
-            else:
-                weight = weights.get(wk, 0)
-                if wk not in weights and wk not in unweighted:
-                    unweighted.add(wk)
-                    log.warning("%s:%d: task %s not in the task weights of network %r; weight 0",
-                                path, lineno, rec["task_name"], network)
-            if op_type_of is None:
-                op_type = ""
-            else:
-                if wk not in op_types:
-                    op_types[wk] = op_type_of(wk) or ""
-                op_type = op_types[wk]
-            rec.update(record_id=make_record_id(platform, rec["task_key"], rec["program"]),
-                       platform=platform, network=network, task_weight=weight, op_type=op_type)
-            rows.append(rec)
-            if len(rows) >= chunk_size:
-                yield records_to_table(rows)
-                rows = []
-    if rows:
-        yield records_to_table(rows)
+
+    def rows() -> Iterator[dict[str, Any]]:
+        with open(path, "rb") as fh:
+            for lineno, raw_bytes in enumerate(fh, start=1):
+                try:
+                    raw = raw_bytes.decode("utf-8")
+                except UnicodeDecodeError as e:  # keep the bytes recoverable via surrogateescape
+                    raw = raw_bytes.decode("utf-8", errors="surrogateescape")
+                    quarantine.add(path, lineno, "invalid UTF-8", raw.rstrip("\r\n"), str(e))
+                    continue
+                text = raw.strip()
+                if not text or text.startswith("#"):
+                    continue
+                try:
+                    rec = parse_ansor_line(text)
+                except RecordError as e:
+                    quarantine.add(path, lineno, e.reason, raw.rstrip("\r\n"), e.detail)
+                    continue
+                wk = rec.pop("workload_key")
+                if weights is None:
+                    weight = 1
+                else:
+                    weight = weights.get(wk, 0)
+                    if wk not in weights and wk not in unweighted:
+                        unweighted.add(wk)
+                        log.warning("%s:%d: task %s not in the task weights of network %r; weight 0",
+                                    path, lineno, rec["task_name"], network)
+                if op_type_of is None:
+                    op_type = ""
+                else:
+                    if wk not in op_types:
+                        op_types[wk] = op_type_of(wk) or ""
+                    op_type = op_types[wk]
+                rec.update(record_id=make_record_id(platform, rec["task_key"], rec["program"]),
+                           platform=platform, network=network, task_weight=weight, op_type=op_type)
+                yield rec
+
+    yield from tables_in_chunks(rows(), chunk_size)

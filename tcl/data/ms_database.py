@@ -40,7 +40,7 @@ import pyarrow as pa
 from tcl.data.ansor import RecordError
 from tcl.data.metaschedule import to_plain_json, trace_to_steps
 from tcl.data.quarantine import Quarantine
-from tcl.data.schema import make_record_id, records_to_table, summarize_times
+from tcl.data.schema import make_record_id, summarize_times, tables_in_chunks
 
 SOURCE = "metaschedule"
 WORKLOAD_FILE = "database_workload.json"
@@ -228,8 +228,6 @@ def read_ms_database(directory: str | Path, *, platform: str, quarantine: Quaran
     `tasks` maps task key -> `{network, task_name, weight, op_type}` (the store's
     `_tasks.jsonl` rows); a task without an entry gets `network`, weight 1, no name/op type.
     """
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     directory = Path(directory)
     replayer = _Replayer() if replay else None
 
@@ -244,23 +242,21 @@ def read_ms_database(directory: str | Path, *, platform: str, quarantine: Quaran
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no MetaSchedule tuning-record file in {directory}")
     tasks = tasks or {}
-    rows: list[dict[str, Any]] = []
-    for lineno, raw, obj in _json_lines(path, quarantine):
-        if obj is None:
-            continue
-        try:
-            rec = parse_tuning_record(obj, keys, replayer)
-        except RecordError as e:
-            quarantine.add(path, lineno, e.reason, raw, e.detail)
-            continue
-        meta = tasks.get(rec["task_key"], {})
-        rec.update(record_id=make_record_id(platform, rec["task_key"], rec["program"]),
-                   platform=platform, network=meta.get("network", network),
-                   task_name=meta.get("task_name", ""), task_weight=int(meta.get("weight", 1)),
-                   op_type=meta.get("op_type", ""))
-        rows.append(rec)
-        if len(rows) >= chunk_size:
-            yield records_to_table(rows)
-            rows = []
-    if rows:
-        yield records_to_table(rows)
+
+    def rows() -> Iterator[dict[str, Any]]:
+        for lineno, raw, obj in _json_lines(path, quarantine):
+            if obj is None:
+                continue
+            try:
+                rec = parse_tuning_record(obj, keys, replayer)
+            except RecordError as e:
+                quarantine.add(path, lineno, e.reason, raw, e.detail)
+                continue
+            meta = tasks.get(rec["task_key"], {})
+            rec.update(record_id=make_record_id(platform, rec["task_key"], rec["program"]),
+                       platform=platform, network=meta.get("network", network),
+                       task_name=meta.get("task_name", ""), task_weight=int(meta.get("weight", 1)),
+                       op_type=meta.get("op_type", ""))
+            yield rec
+
+    yield from tables_in_chunks(rows(), chunk_size)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -71,3 +71,17 @@ def records_to_table(records: list[dict[str, Any]]) -> pa.Table:
         if missing:
             raise ValueError(f"record {i} ({rec.get('record_id', '?')}): missing fields {missing}")
     return pa.Table.from_pylist(records, schema=RECORD_SCHEMA)
+
+
+def tables_in_chunks(rows: Iterable[dict[str, Any]], chunk_size: int) -> Iterator[pa.Table]:
+    """RECORD_SCHEMA tables of at most `chunk_size` rows, so readers stream in bounded memory."""
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    batch: list[dict[str, Any]] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= chunk_size:
+            yield records_to_table(batch)
+            batch = []
+    if batch:
+        yield records_to_table(batch)
