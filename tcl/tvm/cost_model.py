@@ -1,14 +1,14 @@
 """A trained model bundle as a MetaSchedule cost model.
 
-    ms.relax_integration.tune_relax(..., cost_model=tcl.tvm.cost_model.cost_model("models:/tcl-host@champion"))
+    ms.relax_integration.tune_relax(..., cost_model=tcl.tvm.cost_model.cost_model("models:/tcl-tcl-host-avx512-2c@champion"))
 
 `predict` featurizes the candidates' traces with the bundle's tokenizer (no
 lowering) and scores them in one batch. Scores are mapped through softplus: the
 evolutionary search clamps scores at 0 and samples parents in proportion to
 them, so they must be non-negative, and a fixed monotone map keeps scores of
 different predict calls comparable (a per-batch shift would not).
-`update` keeps the measured results; with `online_steps > 0` it fine-tunes the
-model on the task's measurements so far (LambdaRank within the task).
+With `online_steps > 0`, `update` keeps each task's measured results and
+fine-tunes the model on them (LambdaRank within the task); otherwise it is a no-op.
 """
 
 from __future__ import annotations
@@ -57,12 +57,14 @@ class LearnedCostModel(PyCostModel):
         return np.logaddexp(0.0, scores).astype("float64")
 
     def update(self, context, candidates, results) -> None:
+        if self.online_steps <= 0:
+            return
         traces, lats = self._seen.setdefault(str(context.task_name), ([], []))
         for cand, res in zip(candidates, results):
             if res.error_msg is None and res.run_secs:
                 traces.append(cand.sch.trace)
                 lats.append(float(np.mean([float(x) for x in res.run_secs])))
-        if self.online_steps > 0 and len(lats) >= 2:
+        if len(lats) >= 2:
             self._fine_tune(traces, np.asarray(lats))
 
     def _fine_tune(self, traces, latencies: np.ndarray) -> None:
