@@ -1,27 +1,32 @@
-"""Featurize flow: a platform's validated records -> split feature arrays + fitted tokenizer."""
+"""Featurize flow: every training platform's validated records -> split arrays + one shared tokenizer."""
 
 from __future__ import annotations
 
+import argparse
+
 from flows import _env  # noqa: F401  (closed-network defaults before Prefect loads)
-from flows._cli import run_platform_flow
 from prefect import flow, get_run_logger
 
 from tcl.config import load_params
-from tcl.features.dataset import featurize_platform
+from tcl.features.dataset import featurize_platforms
 from tcl.platforms import get_platform
 
 
 @flow(name="featurize", log_prints=True)
-def featurize_flow(platform: str, params_path: str = "params.yaml") -> dict:
-    """Fit the tokenizer on the training split and write train/validation/test arrays."""
+def featurize_flow(params_path: str = "params.yaml") -> dict:
+    """Fit one tokenizer on all platforms' training splits and write each platform's train/validation/test arrays."""
     params = load_params(params_path)
-    stats = featurize_platform(get_platform(params, platform), params,
-                               validated=f"data/validated/platform={platform}.parquet",
-                               out_dir=f"data/features/{platform}")
-    get_run_logger().info("%s: feature shape %s, rows %s, tasks %s", platform, stats["feature_shape"],
-                          stats["rows"], stats["tasks"])
+    platforms = [get_platform(params, name) for name in params["train"]["platforms"]]
+    stats = featurize_platforms(platforms, params, validated_root="data/validated", records_root="data/records",
+                                out_root="data/features")
+    log = get_run_logger()
+    for name, s in stats["platforms"].items():
+        log.info("%s: feature shape %s, rows %s, tasks %s, hardware row %s", name, stats["feature_shape"],
+                 s["rows"], s["tasks"], s["hardware_row"])
     return stats
 
 
 if __name__ == "__main__":
-    run_platform_flow(featurize_flow)
+    ap = argparse.ArgumentParser(description=featurize_flow.__doc__)
+    ap.add_argument("--params", default="params.yaml")
+    featurize_flow(ap.parse_args().params)

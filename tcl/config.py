@@ -16,8 +16,23 @@ def load_params(path: str | Path | None = None) -> dict[str, Any]:
     path = Path(path) if path else DEFAULT_PARAMS
     if not path.exists():
         raise FileNotFoundError(f"params file not found: {path}")
-    with path.open() as f:
-        params = yaml.safe_load(f)
+    params = _parse_yaml(path)
     if not isinstance(params, dict):
         raise ValueError(f"{path}: expected a mapping at the top level, got {type(params).__name__}")
     return params
+
+
+def _parse_yaml(path: Path) -> Any:
+    """The file's YAML, or a ValueError naming the file (and the line, where YAML knows it)."""
+    try:
+        return yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = f":{mark.line + 1}" if mark else ""
+        raise ValueError(f"{path}{line}: bad YAML: {e.problem or e.context}") from None
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path}: bad YAML: {e}") from None
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise ValueError(f"{path}: bad YAML: nested too deeply") from None

@@ -6,6 +6,7 @@ platform is both a place to measure and an input to the cost model.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ class Platform:
     target: dict[str, Any]
     specs: dict[str, float]
     description: str = ""
+    host: dict[str, Any] | None = None  # the CPU it must be measured on (None: any machine)
 
     @property
     def spec_vector(self) -> list[float]:
@@ -54,6 +56,42 @@ class Platform:
         return json.dumps(self.target, sort_keys=True)
 
 
+def this_cpu(cpuinfo: str = "/proc/cpuinfo") -> dict[str, Any]:
+    """The machine's CPU as /proc/cpuinfo describes its first core: vendor, family, model, name, flags."""
+    fields: dict[str, str] = {}
+    try:
+        text = open(cpuinfo).read()
+    except OSError:
+        return {"vendor": "", "family": -1, "model": -1, "name": "", "flags": set()}
+    for line in text.split("\n\n", 1)[0].splitlines():
+        key, _, value = line.partition(":")
+        fields[key.strip()] = value.strip()
+    return {"vendor": fields.get("vendor_id", ""), "family": int(fields.get("cpu family", -1)),
+            "model": int(fields.get("model", -1)), "name": fields.get("model name", ""),
+            "flags": set(fields.get("flags", "").split())}
+
+
+def host_mismatch(platform: Platform, cpu: dict[str, Any] | None = None) -> str | None:
+    """Why `platform` cannot be measured on this CPU, or None when it can.
+
+    A platform's `host` pins it to one CPU (vendor, family, optional model) and the ISA
+    flags its target needs: labels measured on another CPU under its name would be wrong
+    labels (the cloud machines behind this project change from session to session).
+    """
+    if platform.kind != "cpu" or not platform.host:
+        return None
+    cpu = cpu or this_cpu()
+    want = platform.host
+    for key in ("vendor", "family", "model"):
+        if key in want and want[key] != cpu[key]:
+            return (f"platform '{platform.name}' is measured on a {key} {want[key]!r} CPU and this one is "
+                    f"{cpu[key]!r} ({cpu['name']}, family {cpu['family']} model {cpu['model']})")
+    missing = sorted(set(want.get("flags", [])) - cpu["flags"])
+    if missing:
+        return f"platform '{platform.name}' needs CPU flags {missing} that this CPU ({cpu['name']}) lacks"
+    return None
+
+
 def require_device(platform: Platform) -> None:
     """Fail early, by name, when a platform cannot be measured on this machine."""
     if platform.kind == "gpu":
@@ -62,33 +100,81 @@ def require_device(platform: Platform) -> None:
         if not tvm.cuda(0).exist:
             raise RuntimeError(f"platform '{platform.name}' needs a CUDA device and this machine has none "
                                "(tvm.cuda(0).exist is False); run this stage on a CUDA machine")
+    reason = host_mismatch(platform)
+    if reason:
+        raise RuntimeError(reason)
 
 
-def _parse_platform(name: str, entry: dict[str, Any]) -> Platform:
+def _is_spec_number(value: Any) -> bool:
+    """A Table-1 value: a finite, non-negative int or float (YAML's true/.nan/.inf are not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value)) and value >= 0
+    except OverflowError:  # an integer beyond float range
+        return False
+
+
+# What each `host` field must be, and how to say it.
+_HOST_FIELDS = {
+    "vendor": (lambda v: isinstance(v, str), "a string"),
+    "family": (lambda v: type(v) is int, "an integer"),
+    "model": (lambda v: type(v) is int, "an integer"),
+    "flags": (lambda v: isinstance(v, list) and all(isinstance(f, str) for f in v), "a list of flag names"),
+}
+
+
+def _parse_host(where: str, host: Any) -> dict[str, Any] | None:
+    if host is None:
+        return None
+    if not isinstance(host, dict) or set(host) - set(_HOST_FIELDS):
+        raise ValueError(f"{where}.host: expected a mapping of vendor, family, model, flags")
+    for key, value in host.items():
+        ok, what = _HOST_FIELDS[key]
+        if not ok(value):
+            raise ValueError(f"{where}.host.{key}: expected {what}, got {value!r:.40}")
+    return dict(host) or None
+
+
+def _parse_platform(name: str, entry: Any) -> Platform:
     where = f"params.yaml: platforms.{name}"
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where}: expected a mapping of kind, target, specs, got {type(entry).__name__}")
     for key in ("kind", "target", "specs"):
         if key not in entry:
             raise ValueError(f"{where}: missing field '{key}'")
     kind = entry["kind"]
-    if kind not in SPEC_FIELDS:
-        raise ValueError(f"{where}.kind: '{kind}' is not one of {sorted(SPEC_FIELDS)}")
+    if not isinstance(kind, str) or kind not in SPEC_FIELDS:
+        raise ValueError(f"{where}.kind: {kind!r:.40} is not one of {sorted(SPEC_FIELDS)}")
     target = entry["target"]
-    if not isinstance(target, dict) or "kind" not in target:
+    if not isinstance(target, dict) or not isinstance(target.get("kind"), str):
         raise ValueError(f"{where}.target: expected a mapping with a 'kind' (TVM 0.27 JSON target)")
     specs = entry["specs"]
+    if not isinstance(specs, dict):
+        raise ValueError(f"{where}.specs: expected a mapping of Table-1 fields, got {type(specs).__name__}")
     missing = [f for f in SPEC_FIELDS[kind] if f not in specs]
     if missing:
         raise ValueError(f"{where}.specs: missing Table-1 fields {missing}")
-    bad = [f for f in SPEC_FIELDS[kind] if not isinstance(specs[f], (int, float))]
+    bad = [f for f in SPEC_FIELDS[kind] if not _is_spec_number(specs[f])]
     if bad:
-        raise ValueError(f"{where}.specs: fields {bad} must be numbers")
+        raise ValueError(f"{where}.specs: fields {bad} must be finite non-negative numbers")
+    description = entry.get("description")
+    if description is None:  # `description:` left empty
+        description = ""
+    if not isinstance(description, str):
+        raise ValueError(f"{where}.description: expected a string, got {type(description).__name__}")
     return Platform(name=name, kind=kind, target=dict(target), specs=dict(specs),
-                    description=entry.get("description", ""))
+                    description=description, host=_parse_host(where, entry.get("host")))
 
 
 def load_platforms(params: dict[str, Any]) -> dict[str, Platform]:
     """All platforms declared under `platforms:` in params, by name."""
-    entries = params.get("platforms") or {}
+    entries = params.get("platforms")
+    if entries is None:
+        return {}
+    if not isinstance(entries, dict):
+        raise ValueError(f"params.yaml: platforms: expected a mapping of name -> platform, "
+                         f"got {type(entries).__name__}")
     return {name: _parse_platform(name, entry) for name, entry in entries.items()}
 
 

@@ -2,7 +2,7 @@
 
 import sys
 
-from tcl.collect.collector import collect_task
+from tcl.collect.collector import measure_task
 from tcl.collect.measure import LocalMeasurer
 from tcl.config import load_params
 from tcl.data.store import RecordStore
@@ -13,9 +13,9 @@ from conftest import REPO, toy_matmul_task
 if __name__ == "__main__":
     store_root, budget = sys.argv[1], int(sys.argv[2])
     params = load_params(REPO / "params.yaml")
-    platform = get_platform(params, "host-avx512-2c")
+    platform = get_platform(params, "local-1c")
     measurer = LocalMeasurer(platform.tvm_target(), platform.threads, {"timeout_sec": 120}, {"number": 2})
-    cfg = dict(params["collect"], trials_per_task=budget, batch_size=2)
-    done = collect_task(toy_matmul_task(), platform, RecordStore(store_root), measurer, cfg, 0,
+    cfg = dict(params["collect"], pool_size=budget, batch_size=2)
+    done = measure_task(toy_matmul_task(), platform, platform, RecordStore(store_root), measurer, cfg, 0,
                         lambda n: print("committed", n, flush=True))
     print("done", done, flush=True)

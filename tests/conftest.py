@@ -18,7 +18,7 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 
 REPO = Path(__file__).resolve().parent.parent
-FIXTURES = REPO.parent / "shared" / "fixtures"
+FIXTURES = REPO / "tests" / "fixtures"
 
 
 def toy_matmul_task(n: int = 16, network: str = "toy"):
@@ -47,7 +47,7 @@ def params():
 def host_platform(params):
     from tcl.platforms import get_platform
 
-    return get_platform(params, "host-avx512-2c")
+    return get_platform(params, "local-1c")
 
 
 @pytest.fixture(scope="session")

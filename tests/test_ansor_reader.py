@@ -21,9 +21,7 @@ from tcl.data.tenset_tasks import (TaskPickleError, load_task_pkl, network_of_ta
                                    read_task_weights_mapping, restricted_load,
                                    task_weights_from_pkl)
 
-FIXTURES = Path("/work/shared/fixtures/ansor")
-if not FIXTURES.is_dir():  # same layout relative to the repository
-    FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "ansor"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ansor"
 
 # Step kinds in TVM's example logs (counted by hand-checkable script; SA never occurs there).
 FIXTURE_KINDS = {

@@ -9,8 +9,11 @@ import sys
 
 import pytest
 
-from tcl.collect.collector import collect_task
+from tcl.collect.collector import measure_task, replay_task
+from tcl.collect.retest import in_sample, retest_platform
+from tcl.data.schema import make_program_id
 from tcl.data.store import RecordStore
+from tcl.platforms import get_platform
 
 from conftest import REPO, toy_matmul_task
 
@@ -18,19 +21,25 @@ pytestmark = pytest.mark.slow
 
 
 def _cfg(params, budget, batch=2):
-    return dict(params["collect"], trials_per_task=budget, batch_size=batch)
+    return dict(params["collect"], pool_size=budget, batch_size=batch)
 
 
-def test_collect_commits_measured_records_and_tops_up_without_duplicates(tmp_path, params, host_platform,
-                                                                        measurer):
+def _collect(task, platform, store, measurer, cfg, on_progress=lambda n: None):
+    return measure_task(task, platform, platform, store, measurer, cfg, 0, on_progress)
+
+
+def test_pool_is_drawn_once_and_measured_without_duplicates(tmp_path, params, host_platform, measurer):
     store = RecordStore(tmp_path)
     task = toy_matmul_task()
     progress = []
-    measured, failed = collect_task(task, host_platform, store, measurer, _cfg(params, 4), 0, progress.append)
+    measured, failed = _collect(task, host_platform, store, measurer, _cfg(params, 4), progress.append)
     assert measured == 4 and sum(progress) == 4
+    pool = store.pool(task.key)
+    assert len(pool) == 4 == len(set(pool))
     table = store.read(host_platform.name)
     rows = table.to_pylist()
     assert len(rows) == 4 and len({r["record_id"] for r in rows}) == 4
+    assert sorted(r["program"] for r in rows) == sorted(pool)
     ok = [r for r in rows if not r["error_code"]]
     assert len(ok) >= 1, [r["error_msg"][-300:] for r in rows]
     for r in ok:
@@ -39,13 +48,53 @@ def test_collect_commits_measured_records_and_tops_up_without_duplicates(tmp_pat
         assert r["task_key"] == task.key and r["op_type"] == "dense" and r["task_weight"] == 2
         kinds = [s["kind"] for s in r["steps"]]
         assert "SamplePerfectTile" in kinds and "Split" in kinds
-    # Same budget again: nothing to do. A larger budget measures only the difference.
-    assert collect_task(task, host_platform, store, measurer, _cfg(params, 4), 0, progress.append) == (0, 0)
-    measured, _ = collect_task(task, host_platform, store, measurer, _cfg(params, 6), 0, progress.append)
-    assert measured == 2
-    ids = store.read(host_platform.name, columns=["record_id"]).column("record_id").to_pylist()
-    assert len(ids) == 6 == len(set(ids))
+    # Again: the saved pool is reused and nothing is measured twice.
+    assert _collect(task, host_platform, store, measurer, _cfg(params, 4)) == (0, 0)
+    assert store.pool(task.key) == pool
+    assert all(r["program_id"] == make_program_id(task.key, r["program"]) for r in rows)
+    assert all(r["load_avg"] is not None and r["load_avg"] >= 0 for r in rows)
     assert (store.platform_dir(host_platform.name) / "_workloads" / f"{task.key}.json").exists()
+
+
+def test_replayed_pool_pairs_every_program_across_platforms(tmp_path, params, host_platform, measurer):
+    """The pool, measured on an AVX-512 and an AVX2 target, gives one record per program on each."""
+    from tcl.collect.measure import LocalMeasurer
+
+    store, task = RecordStore(tmp_path), toy_matmul_task()
+    _collect(task, host_platform, store, measurer, _cfg(params, 6))
+    pool = store.pool(task.key)
+    other = get_platform(params, "local-sse4-1c")
+    avx2 = LocalMeasurer(other.tvm_target(), other.threads, {"timeout_sec": 120}, {"number": 2, "repeat": 2})
+    progress = []
+    assert replay_task(task, other, pool[:4], store, avx2, 3, progress.append) == (4, 0)
+    assert sum(progress) == 4
+    # A resumed replay measures only the rest of the pool.
+    assert replay_task(task, other, pool, store, avx2, 3, progress.append)[0] == 2
+    src = store.read(host_platform.name).to_pylist()
+    dst = store.read(other.name).to_pylist()
+    assert {r["program_id"] for r in src} == {r["program_id"] for r in dst}
+    assert len({r["record_id"] for r in src} | {r["record_id"] for r in dst}) == 12
+    assert {r["target"] for r in dst} == {other.target_json}
+    assert all(r["mean_sec"] > 0 for r in dst)
+
+
+def test_retest_measures_the_fixed_sample_once(tmp_path, params, host_platform, measurer):
+    from tcl.collect.catalog import CatalogTask, save_catalog
+
+    store, retest, task = RecordStore(tmp_path / "r"), RecordStore(tmp_path / "t"), toy_matmul_task()
+    _collect(task, host_platform, store, measurer, _cfg(params, 8))
+    save_catalog(store, host_platform.name, [CatalogTask(task, {"toy@16": 2})], "sig")
+    ids = store.read(host_platform.name).column("program_id").to_pylist()
+    fraction = 0.5
+    expected = {i for i in ids if in_sample(i, fraction, 0)}
+    assert 0 < len(expected) < len(ids)  # (the hash split of these 8 ids is fixed)
+    cfg = {"fraction": fraction, "seed": 0, "batch_size": 4}
+    measured, sampled = retest_platform(host_platform, store, retest, lambda p: measurer, cfg, lambda n: None)
+    assert measured == sampled == len(expected)
+    again = retest.read(host_platform.name).to_pylist()
+    assert {r["program_id"] for r in again} == expected
+    assert set(r["record_id"] for r in again) <= set(store.read(host_platform.name).column("record_id").to_pylist())
+    assert retest_platform(host_platform, store, retest, lambda p: measurer, cfg, lambda n: None)[0] == 0
 
 
 def test_sigkilled_collection_resumes_without_losing_or_repeating(tmp_path):
@@ -59,11 +108,11 @@ def test_sigkilled_collection_resumes_without_losing_or_repeating(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     store = RecordStore(store_root)
-    before = store.read("host-avx512-2c").column("record_id").to_pylist()
+    before = store.read("local-1c").column("record_id").to_pylist()
     assert 2 <= len(before) < budget
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
-    after = store.read("host-avx512-2c").column("record_id").to_pylist()
+    after = store.read("local-1c").column("record_id").to_pylist()
     assert len(after) == budget == len(set(after))
     assert set(before) <= set(after)
-    assert not list(store.platform_dir("host-avx512-2c").glob(".*.tmp"))
+    assert not list(store.platform_dir("local-1c").glob(".*.tmp"))

@@ -31,10 +31,10 @@ from tcl.data.store import RecordStore
 from tcl.data.validate import (METASCHEDULE_STEP_KINDS, SchemaError, ValidationFailed,
                                registered_instruction_kinds, validate_platform)
 
-from conftest import FIXTURES as SHARED_FIXTURES
+from conftest import FIXTURES
 from conftest import REPO, toy_matmul_task
 
-ANSOR = SHARED_FIXTURES / "ansor"
+ANSOR = FIXTURES / "ansor"
 RESNET50 = ANSOR / "resnet-50-NHWC-B1-llvm.json"
 
 

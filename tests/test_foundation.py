@@ -10,7 +10,7 @@ import pytest
 from tcl.data.metaschedule import trace_to_steps
 from tcl.data.schema import RECORD_SCHEMA, make_record_id, records_to_table, summarize_times
 from tcl.data.store import RecordStore
-from tcl.platforms import CPU_SPEC_FIELDS, GPU_SPEC_FIELDS, load_platforms
+from tcl.platforms import CPU_SPEC_FIELDS, GPU_SPEC_FIELDS, host_mismatch, load_platforms
 
 TRACE = [
     [["GetSBlock", [], ["C", "main"], ["b0"]],
@@ -27,7 +27,8 @@ TRACE = [
 def test_params_declare_two_host_variants_and_a_cuda_platform(params):
     platforms = load_platforms(params)
     cpus = [p for p in platforms.values() if p.kind == "cpu"]
-    assert len(cpus) >= 2 and len({json.dumps(p.target, sort_keys=True) for p in cpus}) == len(cpus)
+    # a platform is a (CPU, target) pair: the same target on two CPUs is two platforms
+    assert len(cpus) >= 2 and len({json.dumps([p.target, p.host], sort_keys=True) for p in cpus}) == len(cpus)
     assert any(p.kind == "gpu" and p.target["kind"] == "cuda" for p in platforms.values())
     for p in platforms.values():
         fields = CPU_SPEC_FIELDS if p.kind == "cpu" else GPU_SPEC_FIELDS
@@ -44,6 +45,25 @@ def test_params_declare_two_host_variants_and_a_cuda_platform(params):
 def test_bad_platform_entries_name_the_field(broken, message):
     with pytest.raises(ValueError, match=message):
         load_platforms({"platforms": {"x": broken}})
+
+
+ZEN1 = {"vendor": "AuthenticAMD", "family": 23, "model": 1, "name": "AMD EPYC", "flags": {"avx2", "sse4_2"}}
+ZEN4 = {"vendor": "AuthenticAMD", "family": 25, "model": 17, "name": "AMD EPYC", "flags": {"avx2", "avx512f"}}
+ZEN5 = {"vendor": "AuthenticAMD", "family": 26, "model": 2, "name": "AMD EPYC", "flags": {"avx2", "avx512f"}}
+
+
+def test_a_platform_is_measured_only_on_its_own_cpu(params):
+    platforms = load_platforms(params)
+    assert host_mismatch(platforms["zen1-avx2-1c"], ZEN1) is None
+    assert "family 23" in host_mismatch(platforms["zen1-avx2-1c"], ZEN4)
+    assert host_mismatch(platforms["host-avx512-1c"], ZEN5) is None
+    assert "family 26" in host_mismatch(platforms["host-avx512-1c"], ZEN4)
+    assert host_mismatch(platforms["zen4-avx512-1c"], ZEN4) is None
+    assert "model 17" in host_mismatch(platforms["zen4-avx512-1c"], {**ZEN4, "model": 1})
+    assert "avx512f" in host_mismatch(platforms["zen4-avx512-1c"], {**ZEN4, "flags": {"avx2"}})
+    assert host_mismatch(platforms["local-1c"], ZEN1) is None is host_mismatch(platforms["local-1c"], ZEN4)
+    with pytest.raises(ValueError, match="platforms.x.host"):
+        load_platforms({"platforms": {"x": {**params["platforms"]["local-1c"], "host": {"cpu": "zen"}}}})
 
 
 def test_trace_steps_keep_literals_and_decisions_but_not_variable_names():

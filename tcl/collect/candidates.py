@@ -2,15 +2,10 @@
 
 As TVM's dataset scripts did, the search is MetaSchedule's own evolutionary search
 driven by a random cost model (or plain replay of the design space): the programs
-are diverse rather than good. Records already in the store seed the search's
-database, so a resumed collection continues from what was measured instead of
-starting over, and a candidate already measured is never measured again.
+are diverse rather than good.
 """
 
 from __future__ import annotations
-
-import json
-from typing import Iterable
 
 from ..data.metaschedule import to_plain_json
 
@@ -24,7 +19,7 @@ class CandidateSource:
     """A resumable stream of fresh candidates for one task."""
 
     def __init__(self, mod, target, *, search: str, seed: int, max_trials: int, batch_size: int,
-                 measured: Iterable[tuple[str, list[float]]] = (), population: int = 128, threads: int = 1):
+                 population: int = 128, threads: int = 1):
         from tvm.s_tir import meta_schedule as ms
 
         if search == "evolutionary":
@@ -41,14 +36,6 @@ class CandidateSource:
         self.ctx = ms.TuneContext(mod, target=target, space_generator="post-order-apply",
                                   search_strategy=strategy, rand_state=seed, num_threads=threads)
         self.database = ms.database.MemoryDatabase()
-        workload = self.database.commit_workload(mod)
-        args_info = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
-        for program, run_secs in measured:  # seed the search with what the store already has
-            if not run_secs:
-                continue
-            self.database.commit_tuning_record(ms.database.TuningRecord.from_json(
-                [json.loads(program), run_secs, target.export(), [a.as_json() for a in args_info]],
-                workload))
         self.ctx.pre_tuning(max_trials=max_trials, num_trials_per_iter=batch_size,
                             database=self.database,
                             cost_model=ms.cost_model.RandomModel(seed=seed) if search == "evolutionary" else None)

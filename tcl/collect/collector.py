@@ -1,8 +1,17 @@
-"""Collect measured programs for one platform: tasks of the configured networks,
-a trial budget per task, every outcome committed to the append-only store.
+"""Collect the dataset: one program pool per task, measured on every local platform.
 
-Resuming is the default: the store is the state. Each task's committed records
-are counted and seed the search, and only the remaining budget is measured.
+For each task of the catalog (see catalog.py), in order:
+1. its pool is drawn once for the *source* platform's target: `pool_size` distinct
+   programs from MetaSchedule's evolutionary search with a random cost model, saved
+   with the store before anything is measured;
+2. every platform of `collect.platforms` (the source too) builds the same programs for
+   its own target and measures them, so each program has one label per platform;
+3. the task's parts are compacted into one file per platform.
+Going task by task means a collection stopped anywhere leaves finished tasks with
+paired labels on every platform, not one platform finished and the others empty.
+
+Resuming is the default: the store is the state. The saved pool is reused and only
+the programs a platform has not measured yet are measured.
 """
 
 from __future__ import annotations
@@ -10,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -19,13 +29,15 @@ from tqdm.auto import tqdm
 from ..data.metaschedule import trace_to_steps
 from ..data.schema import make_record_id, records_to_table, summarize_times
 from ..data.store import RecordStore
-from ..platforms import Platform, require_device
+from ..platforms import Platform, get_platform, host_mismatch, require_device
 from .candidates import CandidateSource, trace_json
-from .measure import LocalMeasurer
+from .catalog import task_catalog
+from .measure import LocalMeasurer, pin_to_cpus
+from .replay import replay_candidates
 
 log = logging.getLogger(__name__)
 
-# Batches in a row that bring only already-measured programs before a task counts as exhausted.
+# Batches in a row that bring no new program before a design space counts as exhausted.
 MAX_STALLED_BATCHES = 3
 
 
@@ -37,33 +49,22 @@ class CollectSummary:
     already_had: int
     failed_now: int
     total_records: int
+    skipped: str = ""  # why nothing was measured on this platform here (another host's platform)
 
 
-def task_seed(seed: int, platform: str, task_key: str, batch_index: int) -> int:
-    """A per-(task, batch) seed: reruns and resumes draw the same way, tasks draw differently."""
-    digest = hashlib.sha1(f"{seed}/{platform}/{task_key}/{batch_index}".encode()).digest()
+def pool_seed(seed: int, platform: str, task_key: str) -> int:
+    """A per-task seed: a redrawn pool is the same pool, different tasks draw differently."""
+    digest = hashlib.sha1(f"{seed}/{platform}/{task_key}/0".encode()).digest()
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
-def select_tasks(platform: Platform, cfg: dict[str, Any], workload_cfg: dict[str, Any]) -> list:
-    """The tasks to measure: the heaviest `tasks_per_network` of each network, deduplicated."""
-    from ..workloads import extract_tasks
-
-    target = platform.tvm_target()
-    chosen, seen = [], set()
-    for network in cfg["networks"]:
-        tasks = extract_tasks(network, target, batch=int(workload_cfg.get("batch", 1)),
-                              image_size=int(workload_cfg.get("image_size", 32)),
-                              seq_len=int(workload_cfg.get("seq_len", 16)))
-        limit = int(cfg.get("tasks_per_network", 0)) or len(tasks)
-        fresh = [t for t in tasks if t.key not in seen][:limit]
-        seen.update(t.key for t in fresh)
-        chosen.extend(fresh)
-    return chosen
+def program_text(program: list) -> str:
+    """The canonical text of a trace: what record ids and program ids hash."""
+    return json.dumps(program, separators=(",", ":"))
 
 
-def _record(platform: Platform, task, program: list, outcome, now: datetime) -> dict[str, Any]:
-    text = json.dumps(program, separators=(",", ":"))
+def _record(platform: Platform, task, program: list, outcome, now: datetime, load: float) -> dict[str, Any]:
+    text = program_text(program)
     mean, median = summarize_times(outcome.run_secs)
     return {
         "record_id": make_record_id(platform.name, task.key, text),
@@ -73,78 +74,161 @@ def _record(platform: Platform, task, program: list, outcome, now: datetime) -> 
         "steps": trace_to_steps(program), "program": text,
         "run_secs": outcome.run_secs, "mean_sec": mean, "median_sec": median,
         "error_code": outcome.error_code, "error_msg": outcome.error_msg[-2000:],
-        "collected_at": now,
+        "collected_at": now, "load_avg": load,
     }
 
 
-def collect_task(task, platform: Platform, store: RecordStore, measurer: LocalMeasurer,
+def _commit(store: RecordStore, platform: Platform, task, programs: list, outcomes) -> None:
+    now, load = datetime.now(timezone.utc), os.getloadavg()[0]
+    store.append(platform.name, task.key, records_to_table(
+        [_record(platform, task, p, o, now, load) for p, o in zip(programs, outcomes)]))
+
+
+def draw_pool(task, platform: Platform, cfg: dict[str, Any], seed: int) -> list[str]:
+    """`pool_size` distinct programs (trace JSON text) from the task's design space, unmeasured.
+
+    The search ranks candidates with a random cost model, so measured times would not
+    steer it: each batch is reported back as not measured, and drawing the pool costs
+    only the search. A design space with fewer programs gives a smaller pool (logged).
+    """
+    from tvm.s_tir import meta_schedule as ms
+
+    size, batch_size = int(cfg["pool_size"]), int(cfg["batch_size"])
+    source = CandidateSource(task.mod, platform.tvm_target(), search=cfg.get("search", "evolutionary"),
+                             seed=pool_seed(seed, platform.name, task.key), max_trials=size * 4,
+                             batch_size=batch_size, population=int(cfg.get("population", 128)),
+                             threads=platform.threads)
+    pool: dict[str, None] = {}
+    stalls = 0
+    while len(pool) < size and stalls < MAX_STALLED_BATCHES:
+        batch = source.next_batch()
+        if not batch:
+            break
+        before = len(pool)
+        for cand in batch:
+            if len(pool) < size:
+                pool.setdefault(program_text(trace_json(cand)))
+        stalls = 0 if len(pool) > before else stalls + 1
+        source.notify(batch, [ms.runner.RunnerResult(run_secs=None, error_msg="not measured (pool drawing)")
+                              for _ in batch])
+    if len(pool) < size:
+        log.warning("%s: design space gave %d distinct programs of %d asked", task.name, len(pool), size)
+    return list(pool)
+
+
+def task_pool(store: RecordStore, task, platform: Platform, cfg: dict[str, Any], seed: int) -> list[str]:
+    """The task's saved pool, or a freshly drawn one (saved before anything is measured)."""
+    pool = store.pool(task.key)
+    if pool is None:
+        pool = draw_pool(task, platform, cfg, seed)
+        store.save_pool(task.key, pool)
+    return pool
+
+
+def replay_task(task, platform: Platform, pool: list[str], store: RecordStore, measurer: LocalMeasurer,
+                batch_size: int, on_progress: Callable[[int], None]) -> tuple[int, int]:
+    """Measure on `platform` the pool's programs it has not measured yet; returns (measured, failed).
+
+    When the measurer allows it (`can_overlap`), batch k+1 is built while batch k runs.
+    """
+    known = set(store.read(platform.name, task.key, columns=["program"]).column("program").to_pylist())
+    todo = [p for p in pool if p not in known]
+    batches = [todo[i:i + batch_size] for i in range(0, len(todo), batch_size)]
+    counts = [0, 0]
+
+    def finish(texts: list[str], job) -> None:
+        outcomes, _ = measurer.collect(job)
+        _commit(store, platform, task, [json.loads(t) for t in texts], outcomes)
+        counts[0] += len(texts)
+        counts[1] += sum(1 for o in outcomes if o.error_code)
+        on_progress(len(texts))
+
+    pending = None
+    for texts in batches:
+        if pending is not None and not measurer.can_overlap:
+            finish(*pending)
+            pending = None
+        job = measurer.submit(replay_candidates(task.mod, texts))
+        if pending is not None:
+            finish(*pending)
+        pending = (texts, job)
+    if pending is not None:
+        finish(*pending)
+    return counts[0], counts[1]
+
+
+def measure_task(task, platform: Platform, source: Platform, store: RecordStore, measurer: LocalMeasurer,
                  cfg: dict[str, Any], seed: int, on_progress: Callable[[int], None]) -> tuple[int, int]:
-    """Measure one task up to its trial budget; returns (measured now, failed now)."""
+    """One task on one platform: its pool (drawn for `source`'s target unless saved already),
+    measured where `platform` lacks it; returns (measured now, failed now)."""
     import tvm
 
     store.save_workload(platform.name, task.key, tvm.ir.save_json(task.mod))
-    existing = store.read(platform.name, task.key, columns=["record_id", "program", "run_secs"])
-    known = set(existing.column("record_id").to_pylist())
-    budget = int(cfg["trials_per_task"])
-    remaining = budget - len(known)
-    if remaining <= 0:
-        return 0, 0
-    batch_size = int(cfg["batch_size"])
-    source = CandidateSource(
-        task.mod, measurer.target, search=cfg.get("search", "evolutionary"),
-        seed=task_seed(seed, platform.name, task.key, store.next_batch_index(platform.name, task.key)),
-        max_trials=remaining * 4, batch_size=batch_size,  # head-room: already-measured draws are skipped
-        population=int(cfg.get("population", 128)), threads=platform.threads,
-        measured=zip(existing.column("program").to_pylist(), existing.column("run_secs").to_pylist()))
-    measured = failed = stalls = 0
-    while measured < remaining:
-        batch = source.next_batch()
-        if not batch or stalls >= MAX_STALLED_BATCHES:
-            log.warning("%s: no new programs left to draw after %d (design space exhausted)", task.name, measured)
-            break
-        programs = [trace_json(c) for c in batch]
-        fresh = []
-        for cand, program in zip(batch, programs):
-            rid = make_record_id(platform.name, task.key, json.dumps(program, separators=(",", ":")))
-            if rid not in known and len(fresh) < remaining - measured:
-                known.add(rid)
-                fresh.append((cand, program))
-        if not fresh:
-            stalls += 1
-            continue
-        stalls = 0
-        outcomes, runner_results = measurer.measure([c for c, _ in fresh])
-        now = datetime.now(timezone.utc)
-        rows = [_record(platform, task, p, o, now) for (_, p), o in zip(fresh, outcomes)]
-        store.append(platform.name, task.key, records_to_table(rows))
-        source.notify([c for c, _ in fresh], runner_results)
-        measured += len(rows)
-        failed += sum(1 for o in outcomes if o.error_code)
-        on_progress(len(rows))
-    return measured, failed
+    pool = task_pool(store, task, source, cfg, seed)
+    return replay_task(task, platform, pool, store, measurer, int(cfg["batch_size"]), on_progress)
 
 
-def collect_platform(platform: Platform, params: dict[str, Any], store: RecordStore,
-                     progress: bool = True) -> CollectSummary:
-    """Collect every selected task of the configured networks on one platform."""
+class LazyMeasurers:
+    """One LocalMeasurer per platform, started on first use: a resumed collection with nothing
+    left to measure starts no builder or runner processes (each imports TVM, ~25 s)."""
+
+    def __init__(self, cfg: dict[str, Any]):
+        self.cfg, self._by_name = cfg, {}
+
+    def get(self, platform: Platform) -> LocalMeasurer:
+        if platform.name not in self._by_name:
+            self._by_name[platform.name] = LocalMeasurer(platform.tvm_target(), platform.threads,
+                                                         self.cfg.get("builder", {}), self.cfg.get("runner", {}))
+        return self._by_name[platform.name]
+
+
+def collect_pools(params: dict[str, Any], store: RecordStore, progress: bool = True) -> list[CollectSummary]:
+    """Collect every catalog task: the pool on `collect.source`, replayed on `collect.platforms`."""
     cfg = params["collect"]
-    require_device(platform)
-    tasks = select_tasks(platform, cfg, params.get("workloads", {}))
-    store.save_tasks(platform.name, [
-        {"network": t.network, "task_key": t.key, "task_name": t.name, "weight": int(t.weight),
-         "op_type": t.op_type, "flops": float(t.flops)} for t in tasks])
-    budget = int(cfg["trials_per_task"])
-    had = {t.key: len(store.record_ids(platform.name, t.key)) for t in tasks}
-    already = sum(min(n, budget) for n in had.values())
-    measurer = LocalMeasurer(platform.tvm_target(), platform.threads, cfg.get("builder", {}), cfg.get("runner", {}))
-    measured_total = failed_total = 0
-    with tqdm(total=budget * len(tasks), initial=already, unit="trial", disable=not progress,
-              desc=f"collect {platform.name}") as bar:
-        for i, task in enumerate(tasks):
-            bar.set_postfix_str(f"task {i + 1}/{len(tasks)} {task.network}:{task.name}")
-            measured, failed = collect_task(task, platform, store, measurer, cfg, int(params.get("seed", 0)),
-                                            bar.update)
-            measured_total += measured
-            failed_total += failed
-    return CollectSummary(platform=platform.name, tasks=len(tasks), measured_now=measured_total,
-                          already_had=already, failed_now=failed_total, total_records=store.count(platform.name))
+    source = get_platform(params, cfg["source"])
+    platforms = [get_platform(params, name) for name in cfg["platforms"]]
+    others = [p for p in platforms if p.name != source.name]
+    wrong = [p.name for p in others if p.kind != source.kind]
+    if wrong:
+        raise ValueError(f"collect.platforms {wrong} are not {source.kind} platforms like the source "
+                         f"'{source.name}': a pool drawn for one kind cannot be replayed on another")
+    here, away = [], {}
+    for p in [source, *others]:
+        reason = host_mismatch(p)
+        if reason:
+            away[p.name] = reason
+            log.warning("%s: its tasks are left for a machine with that CPU", reason)
+        else:
+            require_device(p)
+            here.append(p)
+    pin_to_cpus(tuple(cfg.get("search_cpus") or ()))  # the search stays off the measurement cores
+    catalog = task_catalog(store, source.name, cfg, source.tvm_target(), source.target_json,
+                           batch=int(params.get("workloads", {}).get("batch", 1)))
+    if int(cfg.get("max_tasks") or 0):  # a prefix of the catalog: every network, fewer tasks each
+        catalog = catalog[: int(cfg["max_tasks"])]
+    for p in others:  # every platform's partition describes the same tasks
+        store.copy_catalog(source.name, p.name)
+    pool_size = int(cfg["pool_size"])
+    measurers = LazyMeasurers(cfg)
+    counts = {p.name: store.count_by_task(p.name) for p in [source, *others]}
+    had = {name: sum(min(n, pool_size) for n in c.values()) for name, c in counts.items()}
+    now = {p.name: [0, 0] for p in [source, *others]}
+    seed = int(params.get("seed", 0))
+    total = pool_size * len(catalog) * len(here)
+    with tqdm(total=total, initial=sum(had[p.name] for p in here), unit="program", disable=not progress,
+              desc="collect", smoothing=0.05) as bar:
+        for i, entry in enumerate(catalog):
+            task = entry.task
+            bar.set_postfix_str(f"task {i + 1}/{len(catalog)} {task.network}:{task.name}")
+            pool = task_pool(store, task, source, cfg, seed)  # drawn even if no platform is measured here
+            for p in here:
+                if counts[p.name].get(task.key, 0) >= len(pool):
+                    continue  # done (a pool can be smaller than pool_size: a small design space)
+                m, f = measure_task(task, p, source, store, measurers.get(p), cfg, seed, bar.update)
+                now[p.name][0] += m
+                now[p.name][1] += f
+            for p in here:
+                store.compact(p.name, task.key)
+    return [CollectSummary(platform=name, tasks=len(catalog), measured_now=m, already_had=had[name],
+                           failed_now=f, total_records=store.count(name), skipped=away.get(name, ""))
+            for name, (m, f) in now.items()]

@@ -6,7 +6,9 @@ builds and runs are data too (they teach a cost model what not to propose).
 
 from __future__ import annotations
 
+import functools
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,13 +20,33 @@ class Outcome:
     error_msg: str
 
 
-def import_tensor_intrinsics() -> None:
-    """Worker initializer: building a candidate that uses a tensorize intrinsic imports them
-    (~25 s); done at worker start-up, which has no timeout, instead of inside a timed build."""
-    import tvm.s_tir.tensor_intrin  # noqa: F401
+def pin_to_cpus(cpus: tuple[int, ...] | None) -> None:
+    """Restrict this process (and what it starts later) to `cpus`; None leaves it as it is,
+    and so does a machine without those cores (a laptop with fewer cores than params name)."""
+    usable = set(cpus or ()) & set(range(os.cpu_count() or 1))
+    if cpus and not usable:
+        warnings.warn(f"cores {list(cpus)} do not exist on this machine ({os.cpu_count()} cores); not pinning")
+    if usable:
+        os.sched_setaffinity(0, usable)
 
 
-def pooled_local_builder(timeout_sec: float, max_workers: int | None = None, process_uses: int = 256):
+def builder_worker_init(cpus: tuple[int, ...] | None = None) -> None:
+    """Builder worker start-up: pin it, then import the tensor intrinsics. Building a candidate
+    that uses one imports them; at start-up that has no timeout, inside a build it would."""
+    from ..tvm.intrinsics import load_tensor_intrinsics
+
+    pin_to_cpus(cpus)
+    load_tensor_intrinsics()
+
+
+def runner_worker_init(cpus: tuple[int, ...] | None = None, threads: int = 1) -> None:
+    """Runner worker start-up: only measurement runs on `cpus`, with `threads` TVM threads."""
+    pin_to_cpus(cpus)
+    os.environ["TVM_NUM_THREADS"] = str(threads)
+
+
+def pooled_local_builder(timeout_sec: float, max_workers: int | None = None, process_uses: int = 256,
+                         cpus: tuple[int, ...] | None = None):
     """A LocalBuilder whose worker processes live across build calls.
 
     TVM's LocalBuilder starts a fresh process pool on every `build` call, and each
@@ -42,10 +64,10 @@ def pooled_local_builder(timeout_sec: float, max_workers: int | None = None, pro
     class PooledLocalBuilder(PyBuilder):
         def __init__(self):
             super().__init__()
-            workers = max_workers or os.cpu_count() or 1
+            workers = max_workers or (len(cpus) if cpus else os.cpu_count()) or 1
             self.pool = PopenPoolExecutor(max_workers=workers, timeout=timeout_sec,
                                           maximum_process_uses=process_uses,
-                                          initializer=import_tensor_intrinsics)
+                                          initializer=functools.partial(builder_worker_init, cpus))
             # Start the workers (imports and initializer) now, not inside the first timed builds.
             list(self.pool.map_with_error_catching(abs, range(workers)))
 
@@ -68,20 +90,35 @@ def _runner_error_code(msg: str) -> str:
     return "timeout" if "timeout" in msg.lower() or "timed out" in msg.lower() else "run_error"
 
 
+def _cpus(value) -> tuple[int, ...] | None:
+    return tuple(int(c) for c in value) if value else None
+
+
 class LocalMeasurer:
-    """Measure on this machine with the platform's thread count."""
+    """Measure on this machine with the platform's thread count.
+
+    On a small shared machine, `runner.cpus` gives measurement its own cores. Builds
+    (`builder.cpus`, one worker per core) may use them too, but then a batch is built
+    first and timed after, never both at once; with disjoint cores (`can_overlap`),
+    the next batch is built while this one is timed.
+    """
 
     def __init__(self, target, threads: int, builder_cfg: dict[str, Any], runner_cfg: dict[str, Any]):
         from tvm.s_tir import meta_schedule as ms
 
-        # The runner's worker processes inherit this: a 1-core platform really runs on one thread.
-        os.environ["TVM_NUM_THREADS"] = str(threads)
         self._ms = ms
         self.target = target
         self.device_type = "cuda" if target.kind.name == "cuda" else "cpu"
-        self.builder = pooled_local_builder(float(builder_cfg.get("timeout_sec", 30)))
+        run_cpus, build_cpus = _cpus(runner_cfg.get("cpus")), _cpus(builder_cfg.get("cpus"))
+        if run_cpus and threads > len(run_cpus):
+            raise ValueError(f"collect.runner.cpus {list(run_cpus)} has fewer cores than the platform's "
+                             f"{threads} threads")
+        # Builds may overlap runs only when they cannot land on a measurement core.
+        self.can_overlap = bool(run_cpus and build_cpus and not set(run_cpus) & set(build_cpus))
+        self.builder = pooled_local_builder(float(builder_cfg.get("timeout_sec", 30)), cpus=build_cpus)
         self.runner = ms.runner.LocalRunner(
             timeout_sec=float(runner_cfg.get("timeout_sec", 10)),
+            initializer=functools.partial(runner_worker_init, run_cpus, threads),
             evaluator_config=ms.runner.EvaluatorConfig(
                 number=int(runner_cfg.get("number", 3)),
                 repeat=int(runner_cfg.get("repeat", 1)),
@@ -90,21 +127,31 @@ class LocalMeasurer:
             ),
         )
 
-    def measure(self, candidates) -> tuple[list[Outcome], list]:
-        """Outcomes (one per candidate) and the RunnerResults the search strategy must be told."""
+    def submit(self, candidates) -> "Pending":
+        """Build `candidates` (here, now) and start running them (in the runner's process).
+
+        The runs go on while the caller builds the next batch: with builds and runs on
+        different cores, `submit` of batch k+1 overlaps the timing of batch k.
+        """
         ms = self._ms
         built = self.builder.build([ms.builder.BuilderInput(c.sch.mod, self.target) for c in candidates])
-        outcomes: list[Outcome | None] = [None] * len(candidates)
-        runner_results: list = [None] * len(candidates)
-        to_run = []
-        for i, (cand, b) in enumerate(zip(candidates, built)):
+        to_run = [(i, ms.runner.RunnerInput(b.artifact_path, self.device_type, c.args_info))
+                  for i, (c, b) in enumerate(zip(candidates, built)) if b.error_msg is None]
+        futures = self.runner.run([inp for _, inp in to_run]) if to_run else []
+        return Pending(candidates, built, [i for i, _ in to_run], futures)
+
+    def collect(self, pending: "Pending") -> tuple[list[Outcome], list]:
+        """Wait for a submitted batch: one Outcome per candidate, and the RunnerResults the
+        search strategy must be told."""
+        ms = self._ms
+        n = len(pending.candidates)
+        outcomes: list[Outcome | None] = [None] * n
+        runner_results: list = [None] * n
+        for i, b in enumerate(pending.built):
             if b.error_msg is not None:
                 outcomes[i] = Outcome([], "build_error", str(b.error_msg))
                 runner_results[i] = ms.runner.RunnerResult(run_secs=None, error_msg=str(b.error_msg))
-            else:
-                to_run.append((i, ms.runner.RunnerInput(b.artifact_path, self.device_type, cand.args_info)))
-        futures = self.runner.run([inp for _, inp in to_run]) if to_run else []
-        for (i, _), fut in zip(to_run, futures):
+        for i, fut in zip(pending.run_index, pending.futures):
             res = fut.result()
             runner_results[i] = res
             if res.error_msg is not None:
@@ -112,7 +159,21 @@ class LocalMeasurer:
                 outcomes[i] = Outcome([], _runner_error_code(msg), msg)
             else:
                 outcomes[i] = Outcome([float(x) for x in res.run_secs], "", "")
-        for b in built:
+        for b in pending.built:
             if b.artifact_path is not None:
                 ms.utils.remove_build_dir(b.artifact_path)
         return outcomes, runner_results
+
+    def measure(self, candidates) -> tuple[list[Outcome], list]:
+        """Build and run one batch, waiting for it."""
+        return self.collect(self.submit(candidates))
+
+
+@dataclass
+class Pending:
+    """A batch whose builds are done and whose runs may still be going."""
+
+    candidates: list
+    built: list
+    run_index: list[int]
+    futures: list

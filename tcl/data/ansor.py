@@ -24,6 +24,10 @@ A line with `error_no != 0` is a failed measurement, not bad data: it is kept as
 a record with `error_code = "ansor_error_<no>"` and no times. Lines that cannot be
 read go to the quarantine with their file and line number, and reading goes on.
 Lines starting with `#` (comments in TVM's example logs) and blank lines are skipped.
+
+A record's `record_id` hashes the whole line: one id per measurement. Its
+`program_id` hashes only what the program is (the workload key, the target and the
+steps), so the same schedule measured twice is two records of one program.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ from typing import Any, Callable, Iterator
 import pyarrow as pa
 
 from tcl.data.quarantine import Quarantine
-from tcl.data.schema import make_record_id, summarize_times, tables_in_chunks
+from tcl.data.schema import (make_program_id, make_record_id, parse_json, show, summarize_times,
+                             tables_in_chunks)
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +86,8 @@ ANSOR_ERRORS: dict[int, str] = {
 
 # Ansor writes this cost (MAX_FLOAT) for programs that failed.
 FAILURE_COST = 1e10
+# The last second `datetime` can hold (9999-12-31T23:59:59Z): a later timestamp is damage.
+MAX_TIMESTAMP = 253_402_300_799
 
 
 class RecordError(ValueError):
@@ -105,7 +112,7 @@ def encode_step(step: Any, index: int = 0) -> dict[str, Any]:
     Written for speed (Tenset has ~10^9 steps): exact type checks, no per-arg calls.
     """
     if type(step) is not list or not step or type(step[0]) is not str:
-        raise RecordError("malformed step", f"step {index}: {step!r:.80}")
+        raise RecordError("malformed step", f"step {index}: {show(step)}")
     kind = step[0]
     layout = STEP_LAYOUTS.get(kind)
     if layout is None:
@@ -115,22 +122,25 @@ def encode_step(step: Any, index: int = 0) -> dict[str, Any]:
                           f"step {index}: expected {len(layout)} args, got {len(step) - 1}")
     nums: list[float] = []
     strs: list[str] = []
-    for pos, code in enumerate(layout, start=1):
-        arg = step[pos]
-        t = type(arg)
-        if code == "i" and t is int:
-            nums.append(float(arg))
-        elif code == "I" and t is list and set(map(type, arg)) <= _INT_OR_NONE:
-            nums.extend(map(float, arg if None not in arg else filter(_not_none, arg)))
-        elif code == "s" and t is str:
-            if kind == "PR":
-                _encode_pragma(arg, nums, strs)
+    try:
+        for pos, code in enumerate(layout, start=1):
+            arg = step[pos]
+            t = type(arg)
+            if code == "i" and t is int:
+                nums.append(float(arg))
+            elif code == "I" and t is list and set(map(type, arg)) <= _INT_OR_NONE:
+                nums.extend(map(float, arg if None not in arg else filter(_not_none, arg)))
+            elif code == "s" and t is str:
+                if kind == "PR":
+                    _encode_pragma(arg, nums, strs)
+                else:
+                    strs.append(arg)
+            elif code == "b" and (t is bool or (t is int and (arg == 0 or arg == 1))):
+                nums.append(float(arg))
             else:
-                strs.append(arg)
-        elif code == "b" and (t is bool or (t is int and (arg == 0 or arg == 1))):
-            nums.append(float(arg))
-        else:
-            raise RecordError(f"bad {kind} step", f"step {index}: arg {pos} is {arg!r:.40}")
+                raise RecordError(f"bad {kind} step", f"step {index}: arg {pos} is {show(arg)}")
+    except OverflowError:  # float() of an integer beyond 1.8e308
+        raise RecordError(f"bad {kind} step", f"step {index}: arg {pos} is out of float range") from None
     if kind == "AN":
         ann = step[3]
         if not 0 <= ann < len(ANNOTATION_NAMES):
@@ -161,11 +171,13 @@ def _encode_pragma(pragma: str, nums: list[float], strs: list[str]) -> None:
 
 def _parse_workload_key(workload_key: str) -> tuple[str, list[Any]]:
     try:
-        parsed = json.loads(workload_key)
+        parsed = parse_json(workload_key)
     except json.JSONDecodeError as e:
-        raise RecordError("bad workload key", f"{e.msg}: {workload_key!r:.80}") from None
+        raise RecordError("bad workload key", f"{e.msg}: {show(workload_key)}") from None
+    except ValueError as e:
+        raise RecordError("bad workload key", f"{e}: {show(workload_key)}") from None
     if not (isinstance(parsed, list) and parsed):
-        raise RecordError("bad workload key", f"not a non-empty list: {workload_key!r:.80}")
+        raise RecordError("bad workload key", f"not a non-empty list: {show(workload_key)}")
     return json.dumps(parsed), parsed
 
 
@@ -189,14 +201,17 @@ def _field(obj: Any, index: int, what: str) -> Any:
 
 def _costs(raw_costs: Any) -> list[float]:
     if not isinstance(raw_costs, list):
-        raise RecordError("bad costs", f"expected a list, got {raw_costs!r:.40}")
+        raise RecordError("bad costs", f"expected a list, got {show(raw_costs)}")
     if not raw_costs:
         raise RecordError("no costs")
     out = []
     for c in raw_costs:
         if isinstance(c, bool) or not isinstance(c, (int, float)):
-            raise RecordError("non-numeric cost", repr(c)[:40])
-        c = float(c)
+            raise RecordError("non-numeric cost", show(c))
+        try:
+            c = float(c)
+        except OverflowError:  # an integer beyond float range: as good as infinite
+            c = math.inf if c > 0 else -math.inf
         if math.isnan(c):
             raise RecordError("NaN cost")
         if c < 0:
@@ -207,19 +222,26 @@ def _costs(raw_costs: Any) -> list[float]:
     return out
 
 
+def schedule_text(target: str, raw_steps: list[Any]) -> str:
+    """What a line says about its program, without its measurement (costs, timestamp)."""
+    return json.dumps([target, raw_steps], separators=(",", ":"))
+
+
 def parse_ansor_line(line: str) -> dict[str, Any]:
     """One log line -> a record dict without the platform/network fields.
 
     Returns the RECORD_SCHEMA fields that the line alone determines (source,
-    task_key, task_name, target, steps, program, run_secs, mean_sec, median_sec,
+    task_key, program_id, task_name, target, steps, program, run_secs, mean_sec, median_sec,
     error_code, error_msg, collected_at) plus `workload_key` (the canonical key,
     not a schema column) for weight and op-type lookups. Raises RecordError.
     """
     program = line.rstrip("\r\n")
     try:
-        obj = json.loads(program)
+        obj = parse_json(program)
     except json.JSONDecodeError as e:
         raise RecordError("bad JSON", e.msg + f" at column {e.colno}") from None
+    except ValueError as e:
+        raise RecordError("bad JSON", str(e)[:200]) from None
     if not isinstance(obj, dict):
         raise RecordError("bad JSON", f"expected an object, got {type(obj).__name__}")
     for name in ("i", "r"):
@@ -231,9 +253,9 @@ def parse_ansor_line(line: str) -> dict[str, Any]:
     workload_key = _field(task, 0, "i.task.workload_key")
     target = _field(task, 1, "i.task.target")
     if not isinstance(workload_key, str):
-        raise RecordError("bad workload key", f"not a string: {workload_key!r:.40}")
+        raise RecordError("bad workload key", f"not a string: {show(workload_key)}")
     if not isinstance(target, str):
-        raise RecordError("bad target", f"not a string: {target!r:.40}")
+        raise RecordError("bad target", f"not a string: {show(target)}")
     workload_key, parsed_key = _parse_workload_key(workload_key)
     func_name = parsed_key[0]
 
@@ -246,13 +268,13 @@ def parse_ansor_line(line: str) -> dict[str, Any]:
     raw_costs = _field(res, 0, "r.costs")
     error_no = _field(res, 1, "r.error_no")
     if not _is_int(error_no) or error_no < 0:
-        raise RecordError("bad error_no", repr(error_no)[:40])
+        raise RecordError("bad error_no", show(error_no))
     timestamp = res[3] if isinstance(res, list) and len(res) > 3 else None
     collected_at = None
     if timestamp is not None:
         if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)) \
-                or not math.isfinite(timestamp) or timestamp < 0:
-            raise RecordError("bad timestamp", repr(timestamp)[:40])
+                or not 0 <= timestamp <= MAX_TIMESTAMP:  # NaN fails the comparison too
+            raise RecordError("bad timestamp", show(timestamp))
         collected_at = datetime.fromtimestamp(timestamp, tz=timezone.utc)
 
     if error_no == 0:
@@ -263,9 +285,11 @@ def parse_ansor_line(line: str) -> dict[str, Any]:
         error_code = f"ansor_error_{error_no}"
         error_msg = ANSOR_ERRORS.get(error_no, "unknown Ansor error number")
     mean, median = summarize_times(run_secs)
+    task_key = hashlib.sha1(workload_key.encode()).hexdigest()
     return {
         "source": SOURCE,
-        "task_key": hashlib.sha1(workload_key.encode()).hexdigest(),
+        "task_key": task_key,
+        "program_id": make_program_id(task_key, schedule_text(target, raw_steps)),
         "task_name": func_name if isinstance(func_name, str) else "",
         "target": target,
         "steps": steps,

@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 
 from tcl.data.ansor import read_ansor_log, task_key_of
 from tcl.data.quarantine import Quarantine
-from tcl.data.store import RecordStore, _atomic_write_bytes
+from tcl.data.store import RecordStore, atomic_write_bytes
 from tcl.data.tenset_tasks import network_of_task_pkl, read_task_weights_mapping, task_weights_from_pkl
 
 log = logging.getLogger(__name__)
@@ -134,26 +134,31 @@ def read_manifest(store: RecordStore, platform: str) -> dict[str, Any]:
     if not path.exists():
         return {"files": {}}
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}:{e.lineno}: corrupt ingest manifest ({e.msg}); delete it to re-ingest") from None
+        manifest = json.loads(path.read_bytes())
+    except ValueError as e:  # not UTF-8, not JSON
+        raise ValueError(f"{path}: corrupt ingest manifest ({e}); delete it to re-ingest") from None
+    if not (isinstance(manifest, dict) and isinstance(manifest.get("files", {}), dict)):
+        raise ValueError(f"{path}: corrupt ingest manifest (expected {{\"files\": {{...}}}}); "
+                         "delete it to re-ingest")
+    return manifest
 
 
 def _write_manifest(store: RecordStore, platform: str, manifest: dict[str, Any]) -> None:
     store.platform_dir(platform).mkdir(parents=True, exist_ok=True)
-    _atomic_write_bytes(store.platform_dir(platform) / MANIFEST,
+    atomic_write_bytes(store.platform_dir(platform) / MANIFEST,
                         (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
 
 
-def _is_done(entry: dict[str, Any] | None, path: Path) -> bool:
-    if not entry or entry.get("status") != "done":
+def _is_done(entry: Any, path: Path) -> bool:
+    """Whether `path` was ingested as it is now; a damaged entry is not done (the file is redone)."""
+    if not isinstance(entry, dict) or entry.get("status") != "done":
         return False
     st = path.stat()
-    if entry["size"] != st.st_size:
+    if entry.get("size") != st.st_size:
         return False
-    if entry["mtime_ns"] == st.st_mtime_ns:
+    if entry.get("mtime_ns") == st.st_mtime_ns:
         return True
-    if sha1_of(path) == entry["sha1"]:  # touched, not changed
+    if sha1_of(path) == entry.get("sha1"):  # touched, not changed
         entry["mtime_ns"] = st.st_mtime_ns
         return True
     return False
@@ -168,13 +173,24 @@ def _remove_parts(store: RecordStore, platform: str, fid: str) -> int:
 
 
 def _purge_quarantine(path: Path, source_files: set[str]) -> None:
-    """Drop earlier quarantine entries of files about to be re-read (they are re-added)."""
+    """Drop earlier quarantine entries of files about to be re-read (they are re-added).
+
+    A line that is not an entry (the half-written last line of a killed run) is kept.
+    """
     if not path.exists() or not source_files:
         return
-    lines = path.read_text(encoding="ascii").splitlines(keepends=True)
-    kept = [ln for ln in lines if ln.strip() and json.loads(ln).get("source_file") not in source_files]
+    lines = path.read_bytes().splitlines(keepends=True)
+    kept = [ln for ln in lines if ln.strip() and _source_of(ln) not in source_files]
     if len(kept) != len(lines):
-        _atomic_write_bytes(path, "".join(kept).encode("ascii"))
+        atomic_write_bytes(path, b"".join(kept))
+
+
+def _source_of(line: bytes) -> str | None:
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return None
+    return entry.get("source_file") if isinstance(entry, dict) else None
 
 
 # ---------------------------------------------------------------- ingest

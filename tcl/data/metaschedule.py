@@ -18,23 +18,36 @@ unroll factors), which is what tells two programs of one design space apart.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
+from tcl.data.schema import parse_json, show
+
 _RV_NAME = re.compile(r"^[blv]\d+$")
+
+
+def _number(value: int | float) -> float:
+    try:
+        x = float(value)
+    except OverflowError:
+        raise ValueError(f"number out of float range in trace JSON: {str(value)[:40]}...") from None
+    if not math.isfinite(x):
+        raise ValueError(f"non-finite number in trace JSON: {value!r}")
+    return x
 
 
 def _flatten(value: Any, nums: list[float], strs: list[str], literal_strings: bool) -> None:
     if isinstance(value, bool):
         nums.append(float(value))
     elif isinstance(value, (int, float)):
-        nums.append(float(value))
+        nums.append(_number(value))
     elif isinstance(value, str):
         if not literal_strings:  # an instruction input: RV name, "None", or a quoted literal
             if _RV_NAME.match(value) or value == "None":
                 return
             if value.startswith('"'):
-                value = json.loads(value)
+                value = parse_json(value)
         strs.append(value)
     elif isinstance(value, (list, tuple)):
         for item in value:
@@ -56,11 +69,11 @@ def trace_to_steps(trace_json: Any) -> list[dict[str, Any]]:
     if not (isinstance(trace_json, list) and len(trace_json) == 2):
         raise ValueError("trace JSON must be [instructions, decisions]")
     insts, decisions = trace_json
-    decision_of = {int(idx): dec for idx, dec in decisions}
+    decision_of = dict(_decision(d) for d in decisions)
     steps = []
     for i, inst in enumerate(insts):
         if not (isinstance(inst, list) and len(inst) == 4 and isinstance(inst[0], str)):
-            raise ValueError(f"instruction {i}: expected [kind, inputs, attrs, outputs], got {inst!r}")
+            raise ValueError(f"instruction {i}: expected [kind, inputs, attrs, outputs], got {show(inst)}")
         kind, inputs, attrs, _outputs = inst
         nums: list[float] = []
         strs: list[str] = []
@@ -70,6 +83,12 @@ def trace_to_steps(trace_json: Any) -> list[dict[str, Any]]:
             _flatten(decision_of[i], nums, strs, literal_strings=True)
         steps.append({"kind": kind, "nums": nums, "strs": strs})
     return steps
+
+
+def _decision(entry: Any) -> tuple[int, Any]:
+    if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and type(entry[0]) is int):
+        raise ValueError(f"a decision must be [instruction index, value], got a {type(entry).__name__}")
+    return entry[0], entry[1]
 
 
 def to_plain_json(obj: Any) -> Any:

@@ -40,23 +40,25 @@ import pyarrow as pa
 from tcl.data.ansor import RecordError
 from tcl.data.metaschedule import to_plain_json, trace_to_steps
 from tcl.data.quarantine import Quarantine
-from tcl.data.schema import make_record_id, summarize_times, tables_in_chunks
+from tcl.data.schema import make_record_id, parse_json, show, summarize_times, tables_in_chunks
 
 SOURCE = "metaschedule"
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
 # What AddToDatabase commits as run time when a candidate failed to build or run.
 MS_FAILURE_SEC = 1e10
+# What _json_lines yields for a line it quarantined (JSON `null` is a value like any other).
+UNREADABLE = object()
 
 
 def task_key_of_shash(shash: Any) -> str:
     """Task key from a workload's structural hash (decimal string or int): `shash2hex`'s format."""
-    if isinstance(shash, bool):
-        raise RecordError("bad shash", repr(shash))
+    if isinstance(shash, bool) or not isinstance(shash, (str, int)):
+        raise RecordError("bad shash", show(shash))
     try:
         value = int(shash)
-    except (TypeError, ValueError):
-        raise RecordError("bad shash", f"{shash!r:.40}") from None
+    except ValueError:
+        raise RecordError("bad shash", show(shash)) from None
     if not 0 <= value < 2 ** 64:
         raise RecordError("bad shash", f"{value} is not a 64-bit hash")
     return f"0x{value:016x}"
@@ -79,29 +81,39 @@ def decode_workload_module(module: Any) -> str:
         raise RecordError("bad workload module", "neither a length-prefixed nor a plain JSON graph")
     try:
         text = raw.decode("utf-8")
-        json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise RecordError("bad workload module", f"not JSON: {e}") from None
+        parse_json(text)
+    except ValueError as e:  # not UTF-8, or not JSON
+        raise RecordError("bad workload module", f"not JSON: {str(e)[:200]}") from None
     return text
 
 
 def _json_lines(path: Path, quarantine: Quarantine) -> Iterator[tuple[int, str, Any]]:
     """(line number, raw text, parsed JSON) of every data line; undecodable lines are quarantined.
 
-    Yields `None` as the parsed value for a line that is not JSON (after quarantining it),
-    so callers that count lines (workload indices) still see it.
+    Yields `UNREADABLE` as the parsed value for a line that is not UTF-8 JSON (after
+    quarantining it), so callers that count lines (workload indices) still see it.
     """
     with open(path, "rb") as fh:
         for lineno, raw_bytes in enumerate(fh, start=1):
-            raw = raw_bytes.decode("utf-8", errors="surrogateescape").rstrip("\r\n")
+            try:
+                raw = raw_bytes.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as e:  # keep the bytes recoverable via surrogateescape
+                raw = raw_bytes.decode("utf-8", errors="surrogateescape").rstrip("\r\n")
+                quarantine.add(path, lineno, "invalid UTF-8", raw, str(e))
+                yield lineno, raw, UNREADABLE
+                continue
             text = raw.strip()
             if not text or text.startswith("#") or text.startswith("//"):
                 continue  # what TVM's JSONFileReadLines skips too
             try:
-                yield lineno, raw, json.loads(text)
+                obj = parse_json(text)
             except json.JSONDecodeError as e:
                 quarantine.add(path, lineno, "bad JSON", raw, f"{e.msg} at column {e.colno}")
-                yield lineno, raw, None
+                obj = UNREADABLE
+            except ValueError as e:
+                quarantine.add(path, lineno, "bad JSON", raw, str(e)[:200])
+                obj = UNREADABLE
+            yield lineno, raw, obj
 
 
 def read_workloads(directory: str | Path, quarantine: Quarantine,
@@ -117,7 +129,7 @@ def read_workloads(directory: str | Path, quarantine: Quarantine,
     keys: list[str | None] = []
     for lineno, raw, obj in _json_lines(path, quarantine):
         key = None
-        if obj is not None:
+        if obj is not UNREADABLE:
             try:
                 if not (isinstance(obj, list) and len(obj) == 2):
                     raise RecordError("malformed workload", "expected [shash, module]")
@@ -126,7 +138,7 @@ def read_workloads(directory: str | Path, quarantine: Quarantine,
                 if on_module is not None:
                     on_module(key, module_json)
             except RecordError as e:
-                quarantine.add(path, lineno, e.reason, raw[:2000], e.detail)
+                quarantine.add(path, lineno, e.reason, raw, e.detail)
                 key = None
         keys.append(key)
     return keys
@@ -137,12 +149,15 @@ def _run_secs(value: Any) -> tuple[list[float], str, str]:
     if value is None or value == []:
         return [], "unmeasured", "no run time in the database"
     if not isinstance(value, list):
-        raise RecordError("bad run_secs", f"expected a list, got {value!r:.40}")
+        raise RecordError("bad run_secs", f"expected a list, got {show(value)}")
     secs = []
     for x in value:
         if isinstance(x, bool) or not isinstance(x, (int, float)):
-            raise RecordError("bad run_secs", f"non-numeric {x!r:.40}")
-        x = float(x)
+            raise RecordError("bad run_secs", f"non-numeric {show(x)}")
+        try:
+            x = float(x)
+        except OverflowError:  # an integer beyond float range: past the failure sentinel
+            x = math.inf if x > 0 else -math.inf
         if math.isnan(x) or x < 0:
             raise RecordError("bad run_secs", f"{x!r} is not a time")
         secs.append(x)
@@ -161,7 +176,7 @@ def parse_tuning_record(obj: Any, workload_keys: list[str | None],
         raise RecordError("malformed record", "expected [workload_index, [trace, run_secs, target, args_info]]")
     index, body = obj
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(workload_keys):
-        raise RecordError("unknown workload index", f"{index!r:.40} (the workload file has {len(workload_keys)})")
+        raise RecordError("unknown workload index", f"{show(index)} (the workload file has {len(workload_keys)})")
     task_key = workload_keys[index]
     if task_key is None:
         raise RecordError("unknown workload index", f"workload {index} was quarantined")
@@ -245,7 +260,7 @@ def read_ms_database(directory: str | Path, *, platform: str, quarantine: Quaran
 
     def rows() -> Iterator[dict[str, Any]]:
         for lineno, raw, obj in _json_lines(path, quarantine):
-            if obj is None:
+            if obj is UNREADABLE:
                 continue
             try:
                 rec = parse_tuning_record(obj, keys, replayer)

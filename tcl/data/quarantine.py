@@ -36,9 +36,19 @@ class Quarantine:
     def open(self) -> "Quarantine":
         if self._fh is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            torn = self._ends_mid_line()
             # ensure_ascii keeps undecodable bytes (surrogate escapes) representable.
             self._fh = open(self.path, "a", encoding="ascii")
+            if torn:  # a killed run's half-written entry: the next one starts on a line of its own
+                self._fh.write("\n")
         return self
+
+    def _ends_mid_line(self) -> bool:
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return False
+        with open(self.path, "rb") as fh:
+            fh.seek(-1, 2)
+            return fh.read(1) != b"\n"
 
     def close(self) -> None:
         if self._fh is not None:

@@ -9,7 +9,9 @@ builds/runs are records too: they carry `error_code`/`error_msg` and no times.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+import reprlib
 from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
@@ -22,6 +24,7 @@ STEP_TYPE = pa.struct([
 
 RECORD_SCHEMA = pa.schema([
     ("record_id", pa.string()),     # sha1(platform, task_key, program) -> dedup key
+    ("program_id", pa.string()),    # sha1(task_key, program text): the same program on every platform
     ("platform", pa.string()),
     ("source", pa.string()),        # "metaschedule" | "ansor"
     ("network", pa.string()),
@@ -38,7 +41,11 @@ RECORD_SCHEMA = pa.schema([
     ("error_code", pa.string()),    # "" ok | build_error | run_error | timeout | ...
     ("error_msg", pa.string()),
     ("collected_at", pa.timestamp("us", tz="UTC")),
+    ("load_avg", pa.float64()),     # the machine's 1-minute load average when the batch was measured
 ])
+
+# Columns a record may leave out: filled in by records_to_table.
+OPTIONAL_FIELDS = ("program_id", "load_avg")
 
 ERROR_OK = ""
 SOURCES = ("metaschedule", "ansor")
@@ -51,6 +58,44 @@ def make_record_id(platform: str, task_key: str, program: str) -> str:
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
+
+
+def make_program_id(task_key: str, program: str) -> str:
+    """Identity of a program, independent of where it was measured: it pairs a program's
+    labels across platforms (MTL-TLP and CKD train on those pairs)."""
+    h = hashlib.sha1()
+    for part in (task_key, program):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 2, 40, 40, 40
+
+
+def show(value: Any) -> str:
+    """A repr for messages about outside input, bounded in length and depth (it can be huge or deep)."""
+    return _SHORT.repr(value)
+
+
+def parse_json(text: str) -> Any:
+    """`json.loads` for outside input: whatever cannot become a record is a ValueError.
+
+    `json.loads` raises ValueError for bad syntax and for integers over 4300 digits, but
+    RecursionError for deep nesting, and it accepts `\\ud800`-style escapes that leave lone
+    surrogates in strings, which Arrow (UTF-8) refuses only later, when a whole chunk
+    of records is converted.
+    """
+    try:
+        value = json.loads(text)
+        if "\\ud" in text or "\\uD" in text:  # a surrogate escape: is it half of a pair?
+            json.dumps(value, ensure_ascii=False).encode()
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except UnicodeEncodeError:
+        raise ValueError("a string holds a lone UTF-16 surrogate (\\ud800-\\udfff escape)") from None
+    return value
 
 
 def summarize_times(run_secs: Iterable[float]) -> tuple[float | None, float | None]:
@@ -67,9 +112,12 @@ def records_to_table(records: list[dict[str, Any]]) -> pa.Table:
     """Build a table in RECORD_SCHEMA from dict rows (fields missing from a row are an error)."""
     names = RECORD_SCHEMA.names
     for i, rec in enumerate(records):
-        missing = [n for n in names if n not in rec]
+        missing = [n for n in names if n not in rec and n not in OPTIONAL_FIELDS]
         if missing:
             raise ValueError(f"record {i} ({rec.get('record_id', '?')}): missing fields {missing}")
+        if rec.get("program_id") is None:
+            rec["program_id"] = make_program_id(str(rec["task_key"]), str(rec["program"]))
+        rec.setdefault("load_avg", None)
     return pa.Table.from_pylist(records, schema=RECORD_SCHEMA)
 
 

@@ -9,8 +9,8 @@ validation BY TASK (all platforms' records of a task land in the same split),
 with a seeded shuffle of the sorted task keys: the same data and seed give the
 same split on every machine.
 
-Network names are compared normalized (lower case, without `_`/`-`), so Tenset's
-`resnet_50` and our `resnet50` are the same network.
+Network names are compared normalized (lower case, without `_`/`-` and without an
+`@<input size>` suffix), so Tenset's `resnet_50` and our `resnet50@224` are the same network.
 
 Label (TCL eq. 6 / TLP): `min latency of the task on its platform / latency`, in
 (0, 1] for programs that ran; failed programs get 0.
@@ -18,7 +18,9 @@ Label (TCL eq. 6 / TLP): `min latency of the task on its platform / latency`, in
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -30,7 +32,8 @@ DEFAULT_HOLDOUT = ("resnet50", "mobilenet_v2", "resnext50", "bert_tiny", "bert_b
 
 
 def normalize_network(name: str) -> str:
-    return re.sub(r"[-_\s]", "", name or "").lower()
+    """`ResNet_50@224` -> `resnet50`: the input size of a workload instance is not part of the network."""
+    return re.sub(r"[-_\s]", "", (name or "").split("@", 1)[0]).lower()
 
 
 def add_labels(table: pa.Table) -> pa.Table:
@@ -50,9 +53,13 @@ def add_labels(table: pa.Table) -> pa.Table:
 
 
 def task_splits(table: pa.Table, *, holdout_networks: Iterable[str] = DEFAULT_HOLDOUT,
-                val_fraction: float = 0.1, seed: int = 0,
+                val_fraction: float = 0.1, seed: int = 0, min_val_tasks: int = 0,
                 task_networks: Mapping[str, Iterable[str]] | None = None) -> dict[str, str]:
-    """task_key -> split name. `task_networks` adds networks a task occurs in beyond its records'."""
+    """task_key -> split name. `task_networks` adds networks a task occurs in beyond its records'.
+
+    Validation gets `val_fraction` of the training tasks, and at least `min_val_tasks`
+    (a champion gate on one or two tasks is a coin toss), while at least one task trains.
+    """
     if not 0 <= val_fraction < 1:
         raise ValueError(f"split.val_fraction={val_fraction} is not in [0, 1)")
     holdout = {normalize_network(n) for n in holdout_networks}
@@ -65,7 +72,7 @@ def task_splits(table: pa.Table, *, holdout_networks: Iterable[str] = DEFAULT_HO
     test = sorted(k for k, nets in networks.items() if nets & holdout)
     rest = np.array(sorted(k for k in networks if not networks[k] & holdout), dtype=object)
     order = np.random.default_rng(seed).permutation(len(rest))
-    n_val = int(round(len(rest) * val_fraction))
+    n_val = min(max(int(round(len(rest) * val_fraction)), min_val_tasks), max(len(rest) - 1, 0))
     out = {k: "test" for k in test}
     for rank, i in enumerate(order):
         out[rest[i]] = "validation" if rank < n_val else "train"
@@ -73,13 +80,23 @@ def task_splits(table: pa.Table, *, holdout_networks: Iterable[str] = DEFAULT_HO
 
 
 def assign_splits(table: pa.Table, *, holdout_networks: Iterable[str] = DEFAULT_HOLDOUT,
-                  val_fraction: float = 0.1, seed: int = 0,
+                  val_fraction: float = 0.1, seed: int = 0, min_val_tasks: int = 0,
                   task_networks: Mapping[str, Iterable[str]] | None = None) -> pa.Table:
     """The table with `label` and `split` columns appended."""
     of = task_splits(table, holdout_networks=holdout_networks, val_fraction=val_fraction, seed=seed,
-                     task_networks=task_networks)
+                     min_val_tasks=min_val_tasks, task_networks=task_networks)
     split = pa.array([of[k] for k in table.column("task_key").to_pylist()], pa.string())
     return add_labels(table).append_column("split", split)
+
+
+def task_networks_of(records_dir: str | Path) -> dict[str, list[str]]:
+    """task_key -> every workload instance it occurs in, from a records partition's `_tasks.jsonl`
+    (empty when there is none, e.g. ingested logs without task metadata)."""
+    path = Path(records_dir) / "_tasks.jsonl"
+    if not path.exists():
+        return {}
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {r["task_key"]: sorted(r.get("networks") or [r["network"]]) for r in rows}
 
 
 def split_tables(table: pa.Table, params: dict[str, Any],
@@ -88,6 +105,7 @@ def split_tables(table: pa.Table, params: dict[str, Any],
     cfg = params.get("split") or {}
     marked = assign_splits(table, holdout_networks=cfg.get("holdout_networks", DEFAULT_HOLDOUT),
                            val_fraction=float(cfg.get("val_fraction", 0.1)),
+                           min_val_tasks=int(cfg.get("min_val_tasks", 0)),
                            seed=int(cfg.get("seed", params.get("seed", 0))), task_networks=task_networks)
     return {name: marked.filter(pc.equal(marked.column("split"), name)).drop_columns(["split"])
             for name in SPLITS}

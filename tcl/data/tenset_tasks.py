@@ -31,9 +31,13 @@ import csv
 import io
 import json
 import pickle
+import pickletools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tcl.data.ansor import canonical_workload_key
+from tcl.data.schema import parse_json
 
 _SAFE_BUILTINS = frozenset({
     "list", "dict", "tuple", "set", "frozenset", "int", "float", "complex", "str",
@@ -43,6 +47,7 @@ _SAFE_BUILTINS = frozenset({
 _NEW_OBJECT_HELPERS = frozenset({("tvm.runtime.object", "_new_object"),
                                  ("tvm._ffi.object", "_new_object")})
 _SEARCH_TASK_ARG_WORKLOAD_KEY = 3  # SearchTask(func, args, compute_dag, workload_key, ...)
+MAX_WEIGHT = 2 ** 31 - 1  # a record's task_weight is an int32
 
 
 class TaskPickleError(ValueError):
@@ -110,9 +115,29 @@ class RestrictedUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"refusing to load global {module}.{name}")
 
 
+# Opcodes whose argument sizes a buffer before anything is read: a frame length, a memo index.
+_SIZING_OPCODES = frozenset({"FRAME", "PUT", "BINPUT", "LONG_BINPUT"})
+
+
 def restricted_load(data: bytes) -> Any:
     """Unpickle bytes with RestrictedUnpickler (raises pickle.UnpicklingError when refused)."""
+    _refuse_oversized(data)
     return RestrictedUnpickler(io.BytesIO(data)).load()
+
+
+def _refuse_oversized(data: bytes) -> None:
+    """Refuse a pickle whose opcodes ask for more than it holds, before the C unpickler allocates.
+
+    One flipped byte can turn a memo index into 2**31, and the C unpickler then allocates
+    and zero-fills a 32 GB memo table (and a declared length can do the same): memory,
+    not a clear error, is what runs out.
+    """
+    try:
+        for op, arg, _pos in pickletools.genops(data):  # also checks declared lengths against the data
+            if op.name in _SIZING_OPCODES and int(arg) > len(data):
+                raise pickle.UnpicklingError(f"{op.name} {arg} exceeds the {len(data)}-byte pickle")
+    except ValueError as e:  # truncated, or an unknown opcode
+        raise pickle.UnpicklingError(str(e)) from None
 
 
 @dataclass(frozen=True)
@@ -133,7 +158,7 @@ def _workload_key_of(task: Any, where: str) -> str:
             isinstance(task.args[_SEARCH_TASK_ARG_WORKLOAD_KEY], str):
         return task.args[_SEARCH_TASK_ARG_WORKLOAD_KEY]
     raise TaskPickleError(f"{where}: {task.tvm_name} has no workload_key "
-                          f"(state keys: {sorted(state) if isinstance(state, dict) else None})")
+                          f"(state keys: {sorted(map(str, state)) if isinstance(state, dict) else None})")
 
 
 def load_task_pkl(path: str | Path) -> list[TensetTask]:
@@ -152,9 +177,14 @@ def load_task_pkl(path: str | Path) -> list[TensetTask]:
         raise TaskPickleError(f"{path}: {len(tasks)} tasks but {len(weights)} weights")
     out = []
     for i, (task, weight) in enumerate(zip(tasks, weights)):
-        if isinstance(weight, bool) or not isinstance(weight, int) or weight < 0:
-            raise TaskPickleError(f"{path}: task {i}: weight {weight!r} is not a count")
-        out.append(TensetTask(_workload_key_of(task, f"{path}: task {i}"), weight))
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= MAX_WEIGHT:
+            raise TaskPickleError(f"{path}: task {i}: weight {weight!r:.40} is not a count")
+        workload_key = _workload_key_of(task, f"{path}: task {i}")
+        try:
+            canonical_workload_key(workload_key)
+        except ValueError as e:
+            raise TaskPickleError(f"{path}: task {i}: {e}") from None
+        out.append(TensetTask(workload_key, weight))
     return out
 
 
@@ -178,27 +208,37 @@ def network_of_task_pkl(path: str | Path) -> str:
 def read_task_weights_mapping(path: str | Path) -> dict[str, dict[str, int]]:
     """Read `{network: {workload_key: weight}}` from JSON, or CSV (network,workload_key,weight)."""
     path = Path(path)
+    text = _read_text(path)
     if path.suffix.lower() == ".csv":
-        return _read_mapping_csv(path)
+        return _read_mapping_csv(path, text)
     try:
-        data = json.loads(path.read_text())
+        data = parse_json(text)
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}:{e.lineno}: bad JSON: {e.msg}") from None
+    except ValueError as e:
+        raise ValueError(f"{path}: bad JSON: {e}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected {{network: {{workload_key: weight}}}}")
     out: dict[str, dict[str, int]] = {}
     for network, tasks in data.items():
         if not isinstance(tasks, dict):
             raise ValueError(f"{path}: network {network!r}: expected {{workload_key: weight}}")
-        out[network] = {k: _weight(w, f"{path}: network {network!r}, key {k!r:.60}")
-                        for k, w in tasks.items()}
+        out[network] = {_workload_key(k, f"{path}: network {network!r}"):
+                        _weight(w, f"{path}: network {network!r}, key {k!r:.60}") for k, w in tasks.items()}
     return out
 
 
-def _read_mapping_csv(path: Path) -> dict[str, dict[str, int]]:
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
+def _read_mapping_csv(path: Path, text: str) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
         need = {"network", "workload_key", "weight"}
         if not need <= set(reader.fieldnames or ()):
             raise ValueError(f"{path}:1: CSV header must have columns {sorted(need)}, "
@@ -206,9 +246,20 @@ def _read_mapping_csv(path: Path) -> dict[str, dict[str, int]]:
         for row in reader:
             where = f"{path}:{reader.line_num}"
             weight = _weight(row["weight"], where)
+            key = _workload_key(row["workload_key"], where)
             tasks = out.setdefault(row["network"], {})
-            tasks[row["workload_key"]] = tasks.get(row["workload_key"], 0) + weight
+            tasks[key] = _weight(tasks.get(key, 0) + weight, f"{where} (the sum of its rows)")
+    except csv.Error as e:
+        raise ValueError(f"{path}: bad CSV after line {reader.line_num}: {e}") from None
     return out
+
+
+def _workload_key(key: str, where: str) -> str:
+    try:
+        canonical_workload_key(key)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+    return key
 
 
 def _weight(value: Any, where: str) -> int:
@@ -217,6 +268,6 @@ def _weight(value: Any, where: str) -> int:
             value = int(value.strip())
         except ValueError:
             raise ValueError(f"{where}: weight {value!r} is not an integer") from None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{where}: weight {value!r} is not a non-negative integer")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_WEIGHT:
+        raise ValueError(f"{where}: weight {value!r:.40} is not a count (an integer in 0..{MAX_WEIGHT})")
     return value

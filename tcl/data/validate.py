@@ -326,13 +326,9 @@ def _read_part(path: Path) -> pa.Table:
 
 
 def platform_parts(stores: list[str | Path], platform: str) -> list[Path]:
-    """Every record part of `platform` under the store roots, in a stable order."""
-    parts: list[Path] = []
-    for root in stores:
-        pdir = RecordStore(root).platform_dir(platform)
-        if pdir.is_dir():
-            parts.extend(sorted(pdir.glob("part-*.parquet")))
-    return parts
+    """Every committed record part of `platform` under the store roots, in a stable order
+    (the store's own listing: parts a compacted file already holds are left out)."""
+    return [p for root in stores for p in RecordStore(root).parts(platform)]
 
 
 def _batches(parts: list[Path], batch_rows: int) -> Iterator[tuple[pa.Table, list[tuple[Path, int]]]]:

@@ -1,0 +1,77 @@
+"""The dataset card's figures on a tiny real store (two platforms, paired programs, a retest)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from tcl.data.card import dataset_card, render_markdown, write_card
+from tcl.data.schema import records_to_table
+from tcl.data.store import RecordStore
+
+T0 = datetime(2026, 11, 22, 12, tzinfo=timezone.utc)
+
+
+def _rows(platform, task, op_type, n, scale=1.0, fail=(), start=T0):
+    return [{"record_id": f"{platform}/{task}/{i}", "platform": platform, "source": "metaschedule",
+             "network": "resnet50@224", "task_key": task, "task_name": task, "task_weight": 1, "op_type": op_type,
+             "target": "{}", "steps": [], "program": f"[{task!r},{i}]", "run_secs": [] if i in fail else [1e-3],
+             "mean_sec": None if i in fail else 1e-3 * (i + 1) * scale,
+             "median_sec": None if i in fail else 1e-3 * (i + 1) * scale,
+             "error_code": "build_error" if i in fail else "", "error_msg": "",
+             "collected_at": start + timedelta(seconds=10 * (i // 2)), "load_avg": 1.0 + i % 2}
+            for i in range(n)]
+
+
+@pytest.fixture
+def stores(tmp_path):
+    records, retest = RecordStore(tmp_path / "records"), RecordStore(tmp_path / "retest")
+    for platform, scale, fail in (("a", 1.0, (5,)), ("b", 2.0, (0, 1))):
+        records.append(platform, "0x1", records_to_table(_rows(platform, "0x1", "conv2d", 6, scale, fail)))
+        records.append(platform, "0x2", records_to_table(_rows(platform, "0x2", "dense", 4, scale)))
+        records.save_tasks(platform, [
+            {"task_key": "0x1", "network": "resnet50@224", "weight": 1, "networks": {"resnet50@224": 1,
+                                                                                     "resnet18@224": 2}},
+            {"task_key": "0x2", "network": "bert_tiny@128", "weight": 1, "networks": {"bert_tiny@128": 1}}])
+    return records, retest, tmp_path
+
+
+def test_card_counts_tasks_failures_and_paired_programs(stores):
+    records, retest, tmp = stores
+    card = dataset_card(records.root, retest.root, tmp / "dvc.lock")
+    assert card["tasks"] == 2 and card["tasks_by_op_type"] == {"conv2d": 1, "dense": 1}
+    assert card["tasks_by_network"] == {"bert_tiny": 1, "resnet18": 1, "resnet50": 1}
+    assert card["platforms"]["a"]["programs"] == 10 and card["platforms"]["a"]["failed"] == 1
+    assert card["platforms"]["b"]["failed_by_code"] == {"build_error": 2}
+    assert card["platforms"]["a"]["programs_per_task"] == {"min": 4, "median": 5.0, "max": 6}
+    # programs 0, 1 (b failed) and 5 (a failed) of task 0x1 did not run on both: 3 + 4 paired
+    assert card["paired_programs"] == 7
+    assert card["platforms"]["a"]["latency_ms"]["min"] == pytest.approx(1.0)
+    assert card["platforms"]["b"]["latency_ms"]["max"] == pytest.approx(12.0)
+    # 0x1: batches at 0, 10, 20 s; 0x2: 0, 10 s -> 30 s of measuring
+    assert card["platforms"]["a"]["measuring_hours"] == pytest.approx(30 / 3600, abs=1e-3)
+    assert card["retest"] == {} and card["dvc_data_version"] == "not locked yet"
+    assert "Not measured yet" in render_markdown(card)
+
+
+def test_retest_correlation_is_one_for_the_same_ranking_and_lower_for_a_shuffled_one(stores):
+    records, retest, tmp = stores
+    same = _rows("a", "0x1", "conv2d", 6, scale=1.1, fail=(5,))  # every latency 10% slower: same ranking
+    retest.append("a", "0x1", records_to_table(same))
+    shuffled = _rows("b", "0x1", "conv2d", 6, scale=2.0, fail=(0, 1))
+    for row, secs in zip(shuffled[2:], (6e-3, 10e-3, 8e-3, 4e-3)):  # originals 6, 8, 10, 12 ms
+        row["median_sec"] = row["mean_sec"] = secs
+    retest.append("b", "0x1", records_to_table(shuffled))
+    card = dataset_card(records.root, retest.root, tmp / "dvc.lock")
+    a, b = card["retest"]["a"], card["retest"]["b"]
+    assert a["n"] == 5 and a["spearman_latency"] == pytest.approx(1.0) and a["spearman_label"] == pytest.approx(1.0)
+    assert a["median_rel_diff"] == pytest.approx(0.1)
+    assert b["n"] == 4 and b["spearman_latency"] < 0.5
+    (tmp / "dvc.lock").write_text("stages:\n  collect:\n    outs:\n    - path: data/records\n      md5: abc.dir\n")
+    card = dataset_card(records.root, retest.root, tmp / "dvc.lock")
+    assert card["dvc_data_version"] == "abc.dir"
+    write_card(card, tmp / "r" / "dataset.md", tmp / "r" / "dataset.json")
+    assert "abc.dir" in (tmp / "r" / "dataset.md").read_text()
+    assert json.loads((tmp / "r" / "dataset.json").read_text())["retest"]["a"]["n"] == 5
