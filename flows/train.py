@@ -13,11 +13,16 @@ from tcl.train.pipeline import train_platform
 
 @flow(name="train", log_prints=True)
 def train_flow(platform: str, params_path: str = "params.yaml") -> dict:
-    """Train, evaluate on held-out networks, log to MLflow and register each model of `train.models`."""
+    """Train on the sampled programs, evaluate on held-out networks, log to MLflow and register each model."""
     params = load_params(params_path)
     results = train_platform(get_platform(params, platform), params, features_dir=f"data/features/{platform}",
-                             out_dir=f"models/{platform}", metrics_path=f"reports/train/{platform}.json")
+                             out_dir=f"models/{platform}", metrics_path=f"reports/train/{platform}.json",
+                             sample_path=f"data/samples/{platform}.npz")
     log = get_run_logger()
+    floor = results.pop("random")
+    log.info("random scorer on %s (mean of 20 draws): test top-1 %.3f, top-5 %.3f; %d validation, %d test tasks",
+             platform, floor.get("test_top1_ratio_of_sums", float("nan")),
+             floor.get("test_top5_ratio_of_sums", float("nan")), floor["validation_tasks"], floor["test_tasks"])
     for name, m in results.items():
         log.info("%s on %s: test top-1 %.3f, top-5 %.3f (ratio of sums); %s v%s%s", name, platform,
                  m.get("test_top1_ratio_of_sums", float("nan")), m.get("test_top5_ratio_of_sums", float("nan")),

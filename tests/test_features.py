@@ -250,3 +250,56 @@ def test_errors(cpu_specs, platforms):
         tok.transform([[]], platforms["nvidia-h100"].spec_vector)
     with pytest.raises(ValueError, match="spec vectors"):
         tok.transform([[], []], cpu_specs)  # 3 vectors for 2 programs
+
+
+def _paired_records(platform: str, n_tasks: int = 24, per_task: int = 4) -> list[dict]:
+    """The same programs on every platform (same program text, task, order), different latencies."""
+    rows = []
+    for t in range(n_tasks):
+        key, net = f"t{t:02d}", "resnet50@224" if t >= 20 else "resnet18@224"
+        for i in range(per_task):
+            program = f"[{t},{i}]"
+            secs = (1 + i + t % 3) * (2e-3 if platform.startswith("host-avx2") else 1e-3)
+            rows.append({"record_id": f"{platform}-{key}-{i}", "platform": platform, "source": "metaschedule",
+                         "network": net, "task_key": key, "task_name": key, "task_weight": 1, "op_type": "dense",
+                         "target": "{}", "program": program, "run_secs": [secs], "mean_sec": secs,
+                         "median_sec": secs, "error_code": "", "error_msg": "", "collected_at": None,
+                         "steps": [{"kind": "Split", "nums": [float(t + 2), float(i + 1)], "strs": []},
+                                   {"kind": "Annotate", "nums": [], "strs": ["meta_schedule.parallel"]}]})
+    return rows
+
+
+def test_featurize_shares_one_tokenizer_and_keeps_held_out_tasks_out_of_training(tmp_path, params):
+    """One tokenizer for all platforms; same program -> same tokens, different hardware rows; a
+    training-network task that a held-out network also has is test-only; validation >= min_val_tasks."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from tcl.data.schema import records_to_table
+    from tcl.features.dataset import featurize_platforms, load_split, load_tokenizer
+    from tcl.platforms import get_platform
+
+    names = ["host-avx512-1c", "host-avx2-1c"]
+    for name in names:
+        pq.write_table(records_to_table(_paired_records(name)), tmp_path / f"platform={name}.parquet")
+        pdir = tmp_path / "records" / f"platform={name}"
+        pdir.mkdir(parents=True)
+        rows = [{"task_key": f"t{t:02d}", "network": "resnet18@224",
+                 "networks": {"resnet18@224": 1, **({"resnet50@160": 2} if t == 0 else {})}} for t in range(20)]
+        (pdir / "_tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run_params = dict(params, split={"holdout_networks": ["resnet50"], "val_fraction": 0.1, "min_val_tasks": 10})
+    platforms = [get_platform(params, n) for n in names]
+    stats = featurize_platforms(platforms, run_params, tmp_path, tmp_path / "records", tmp_path / "features")
+    out = tmp_path / "features"
+    assert (out / "tokenizer.json").exists() and not list(out.glob("*/tokenizer.json"))
+    assert load_tokenizer(out / names[0]).to_dict() == json.loads((out / "tokenizer.json").read_text())
+    a, b = (load_split(out / n, "train") for n in names)
+    assert len(a["x"]) > 0 and a["program_id"].tolist() == b["program_id"].tolist()
+    assert np.array_equal(a["x"][:, 1:], b["x"][:, 1:])          # the same tokens on both platforms
+    assert not np.array_equal(a["x"][0, HW_ROW], b["x"][0, HW_ROW])  # only the hardware row differs
+    assert stats["platforms"][names[0]]["hardware_row"] != stats["platforms"][names[1]]["hardware_row"]
+    for n in names:
+        test = load_split(out / n, "test")
+        assert set(test["task_key"]) == {"t00", "t20", "t21", "t22", "t23"}  # t00 is also in resnet50@160
+        assert stats["platforms"][n]["tasks"] == {"train": 9, "validation": 10, "test": 5}

@@ -1,11 +1,14 @@
-"""Featurize a platform's validated records into training arrays.
+"""Featurize the validated records of every training platform into training arrays.
 
-The tokenizer (vocabularies, normalization) is fitted on the training split only
-and saved next to the arrays; validation and test rows are transformed with it,
-so nothing about held-out networks leaks into the features.
-Output, per platform directory: `{train,validation,test}.npz` with
-`x` (N, rows+1, cols) float32, `label`, `group` (task index), `task_key`,
-`network`, `task_weight`, `mean_sec`; `tokenizer.json`; `stats.json`.
+One tokenizer (vocabularies, kind columns, number scaling) is fitted once, on the
+union of all platforms' training splits, and one hardware normalizer on the spec
+vectors of every registered platform of the kind: the same program gets the same
+tokens on every platform and only the hardware row tells platforms apart, which is
+what lets one model be shared or carried from platform to platform. The split is by
+task and the same on every platform; nothing of the held-out networks is fitted on.
+Output under `out_root`: `tokenizer.json`, `stats.json`, and per platform
+`<platform>/{train,validation,test}.npz` with `x` (N, rows+1, cols) float32, `label`,
+`group` (task index), `task_key`, `program_id`, `network`, `op_type`, `task_weight`, `mean_sec`.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..data.splits import SPLITS, split_tables
-from ..platforms import Platform
+from ..data.splits import DEFAULT_HOLDOUT, SPLITS, add_labels, task_networks_of, task_splits
+from ..platforms import Platform, load_platforms
 from .tokenizer import Tokenizer, sequence_stats
 
-ARRAY_FIELDS = ("x", "label", "group", "task_key", "network", "task_weight", "mean_sec")
+ARRAY_FIELDS = ("x", "label", "group", "task_key", "program_id", "network", "op_type", "task_weight", "mean_sec")
 
 
 def _arrays(table: pa.Table, tokenizer: Tokenizer, spec: list[float]) -> dict[str, np.ndarray]:
@@ -36,37 +40,74 @@ def _arrays(table: pa.Table, tokenizer: Tokenizer, spec: list[float]) -> dict[st
         "label": np.asarray(table.column("label").to_pylist(), dtype=np.float32),
         "group": group.astype(np.int64),
         "task_key": keys.astype(str),
+        "program_id": np.asarray(table.column("program_id").to_pylist(), dtype=str),
         "network": np.asarray(table.column("network").to_pylist(), dtype=str),
+        "op_type": np.asarray(table.column("op_type").to_pylist(), dtype=str),
         "task_weight": np.asarray(table.column("task_weight").to_pylist(), dtype=np.float64),
         "mean_sec": mean,
     }
 
 
-def featurize_platform(platform: Platform, params: dict[str, Any], validated: str | Path,
-                       out_dir: str | Path) -> dict[str, Any]:
-    """Write the split feature arrays of one platform; returns the stats written to stats.json."""
-    cfg = params.get("features", {}).get(platform.kind, {})
-    table = pq.read_table(validated)
-    splits = split_tables(table, params)
-    if splits["train"].num_rows == 0:
-        raise ValueError(f"{validated}: no training records for {platform.name} after holding out "
-                         f"{params.get('split', {}).get('holdout_networks')}; collect more networks")
-    tokenizer = Tokenizer.for_kind(platform.kind, **cfg)
-    tokenizer.fit(splits["train"].column("steps").to_pylist(), [platform.spec_vector])
-    out = Path(out_dir)
+def featurize_platforms(platforms: list[Platform], params: dict[str, Any], validated_root: str | Path,
+                        records_root: str | Path, out_root: str | Path) -> dict[str, Any]:
+    """Write every platform's split arrays and the one shared tokenizer; returns the stats written."""
+    kinds = {p.kind for p in platforms}
+    if len(kinds) != 1:
+        raise ValueError(f"train.platforms mixes kinds {sorted(kinds)}: CPU and GPU features need their own "
+                         "featurize runs (their hardware rows have different fields)")
+    kind = kinds.pop()
+    tables = {p.name: pq.read_table(Path(validated_root) / f"platform={p.name}.parquet") for p in platforms}
+    splits = platform_splits(tables, params, records_root)
+    cfg = params.get("split") or {}
+    train_steps = [s for parts in splits.values() for s in parts["train"].column("steps").to_pylist()]
+    if not train_steps:
+        raise ValueError(f"{validated_root}: no training records after holding out "
+                         f"{cfg.get('holdout_networks')}; collect more networks")
+    registered = [p.spec_vector for p in load_platforms(params).values() if p.kind == kind]
+    tokenizer = Tokenizer.for_kind(kind, **params.get("features", {}).get(kind, {}))
+    tokenizer.fit(train_steps, registered)
+    out = Path(out_root)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer.save(out / "tokenizer.json")
-    for name in SPLITS:
-        np.savez_compressed(out / f"{name}.npz", **_arrays(splits[name], tokenizer, platform.spec_vector))
-    stats = {
-        "platform": platform.name,
-        "feature_shape": list(tokenizer.feature_shape),
-        "rows": {name: splits[name].num_rows for name in SPLITS},
-        "tasks": {name: len(set(splits[name].column("task_key").to_pylist())) for name in SPLITS},
-        "sequence": sequence_stats(table.column("steps").to_pylist()),
-    }
+    stats: dict[str, Any] = {"feature_shape": list(tokenizer.feature_shape), "platforms": {}}
+    for p in platforms:
+        (out / p.name).mkdir(exist_ok=True)
+        for name in SPLITS:
+            np.savez_compressed(out / p.name / f"{name}.npz", **_arrays(splits[p.name][name], tokenizer, p.spec_vector))
+        stats["platforms"][p.name] = {
+            "rows": {name: splits[p.name][name].num_rows for name in SPLITS},
+            "tasks": {name: len(set(splits[p.name][name].column("task_key").to_pylist())) for name in SPLITS},
+            "hardware_row": [round(float(v), 4) for v in tokenizer.hardware.transform(p.spec_vector, len(p.spec_vector))[0]],
+            "sequence": sequence_stats(tables[p.name].column("steps").to_pylist()),
+        }
     (out / "stats.json").write_text(json.dumps(stats, indent=2, default=float))
     return stats
+
+
+def platform_splits(tables: dict[str, pa.Table], params: dict[str, Any],
+                    records_root: str | Path) -> dict[str, dict[str, pa.Table]]:
+    """{platform: {split: labelled table}}: one split by task for all platforms, with every task
+    of a held-out network (by the instances in `_tasks.jsonl`) in test."""
+    members: dict[str, list[str]] = {}
+    for name in tables:
+        members.update(task_networks_of(Path(records_root) / f"platform={name}"))
+    union = pa.concat_tables(t.select(["task_key", "network"]) for t in tables.values())
+    cfg = params.get("split") or {}
+    split_of = task_splits(union, holdout_networks=cfg.get("holdout_networks", DEFAULT_HOLDOUT),
+                           val_fraction=float(cfg.get("val_fraction", 0.1)),
+                           min_val_tasks=int(cfg.get("min_val_tasks", 0)),
+                           seed=int(cfg.get("seed", params.get("seed", 0))), task_networks=members)
+    out = {}
+    for name, table in tables.items():
+        table = add_labels(table)
+        marks = pa.array([split_of[k] for k in table.column("task_key").to_pylist()], pa.string())
+        out[name] = {s: table.filter(pc.equal(marks, s)) for s in SPLITS}
+    return out
+
+
+def load_tokenizer(features_dir: str | Path) -> Tokenizer:
+    """The shared tokenizer of a platform's feature directory (it lives one level up, for all platforms)."""
+    return Tokenizer.load(Path(features_dir).parent / "tokenizer.json")
 
 
 def load_split(directory: str | Path, split: str) -> dict[str, np.ndarray]:

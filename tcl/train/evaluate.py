@@ -21,3 +21,12 @@ def ranking_metrics(split: dict[str, np.ndarray], scores: np.ndarray, ks=(1, 5))
         out[f"top{k}_mean_per_network"] = float(topk_mean_per_network(frame, k=k))
     out["pairwise_accuracy"] = float(pairwise_accuracy(scores, split["label"], split["group"]))
     return out
+
+
+def random_scorer_metrics(split: dict[str, np.ndarray], seeds: int = 20, ks=(1, 5)) -> dict[str, float]:
+    """The floor a model must beat: `ranking_metrics` of uniformly random scores, averaged over
+    `seeds` draws (with a few dozen programs per task, random top-1 is far above zero)."""
+    runs = [ranking_metrics(split, np.random.default_rng(s).random(len(split["label"])), ks) for s in range(seeds)]
+    if not runs or not runs[0]:
+        return {}
+    return {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}

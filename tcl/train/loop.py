@@ -25,6 +25,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     seed: int = 0
     threads: int = 1  # the Mamba scan's small steps run fastest single-threaded on CPU
+    device: str = "cpu"  # "cuda" on a GPU machine (the data is small: it is moved there whole)
 
 
 @dataclass
@@ -56,9 +57,11 @@ def fit(model: torch.nn.Module, x: np.ndarray, labels: np.ndarray, groups: np.nd
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
     rng = np.random.default_rng(cfg.seed)
-    xt = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
-    yt = torch.from_numpy(np.asarray(labels, dtype=np.float32))
-    gt = torch.from_numpy(np.asarray(groups, dtype=np.int64))
+    dev = torch.device(cfg.device)
+    model.to(dev)
+    xt = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(dev)
+    yt = torch.from_numpy(np.asarray(labels, dtype=np.float32)).to(dev)
+    gt = torch.from_numpy(np.asarray(groups, dtype=np.int64)).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(cfg.epochs, 1))
     history = History()
@@ -66,7 +69,7 @@ def fit(model: torch.nn.Module, x: np.ndarray, labels: np.ndarray, groups: np.nd
     for epoch in range(cfg.epochs):
         losses = []
         for idx in group_batches(np.asarray(groups), cfg.batch_size, rng):
-            ii = torch.from_numpy(idx)
+            ii = torch.from_numpy(idx).to(dev)
             loss = rank_loss(model(xt[ii]), yt[ii], gt[ii], kind=cfg.loss)
             if extra_loss is not None:
                 loss = loss + extra_loss()
@@ -85,8 +88,9 @@ def fit(model: torch.nn.Module, x: np.ndarray, labels: np.ndarray, groups: np.nd
 
 @torch.no_grad()
 def predict(model: torch.nn.Module, x: np.ndarray, batch_size: int = 4096) -> np.ndarray:
-    """Scores for `x` (higher = faster), in eval mode, batched."""
+    """Scores for `x` (higher = faster), in eval mode, batched, on the model's device."""
     model.eval()
-    out = [model(torch.from_numpy(np.ascontiguousarray(x[i:i + batch_size], dtype=np.float32))).reshape(-1)
+    dev = next(model.parameters()).device
+    out = [model(torch.from_numpy(np.ascontiguousarray(x[i:i + batch_size], dtype=np.float32)).to(dev)).reshape(-1)
            for i in range(0, len(x), batch_size)]
-    return torch.cat(out).numpy().astype(np.float64) if out else np.zeros(0)
+    return torch.cat(out).cpu().numpy().astype(np.float64) if out else np.zeros(0)

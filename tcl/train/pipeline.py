@@ -1,5 +1,8 @@
 """Train the configured cost models for one platform, one MLflow run each.
 
+The metrics JSON also carries a random scorer's held-out top-k (`random`, the floor)
+and the validation/test task counts.
+
 Each run logs params, per-epoch training loss and validation top-1, the held-out
 (test) ranking metrics, and the bundle (weights + tokenizer + platform specs) as a
 registered pyfunc model `<prefix>-<model>-<platform>`.
@@ -14,27 +17,35 @@ from typing import Any
 
 import numpy as np
 
-from ..features.dataset import load_split
-from ..features.tokenizer import Tokenizer
+from ..data.card import dvc_data_version
+from ..features.dataset import load_split, load_tokenizer
 from ..models import build_model, param_count, size_on_disk
 from ..platforms import Platform
 from ..tracking import init_mlflow
+from ..sampling.offline import restrict_to_sample
 from .bundle import ModelBundle
-from .evaluate import ranking_metrics
+from .evaluate import random_scorer_metrics, ranking_metrics
 from .loop import TrainConfig, fit, predict
 from .registry import log_and_register, registered_name
 
 
 def train_one(model_name: str, platform: Platform, params: dict[str, Any], features_dir: str | Path,
-              out_dir: str | Path) -> dict[str, Any]:
-    """Train, evaluate, log and register one model; returns its metrics."""
+              out_dir: str | Path, sample_path: str | Path | None = None) -> dict[str, Any]:
+    """Train, evaluate, log and register one model; returns its metrics.
+
+    With `sample_path` (the sample stage's output) only the sampled training programs are used.
+    """
     cfg = params["train"]
     hparams = dict((cfg.get("hparams") or {}).get(model_name) or {})
     tcfg = TrainConfig(epochs=int(cfg["epochs"]), lr=float(cfg["lr"]), batch_size=int(cfg["batch_size"]),
                        loss=cfg.get("loss", "lambdarank"), seed=int(params.get("seed", 0)),
                        threads=int(cfg.get("threads", 1)))
     train, val, test = (load_split(features_dir, s) for s in ("train", "validation", "test"))
-    tokenizer = Tokenizer.load(Path(features_dir) / "tokenizer.json")
+    pool_rows = len(train["x"])
+    if sample_path is not None:
+        train = restrict_to_sample(train, sample_path)
+    tokenizer = load_tokenizer(features_dir)
+    data_version = dvc_data_version(Path("dvc.lock"))
     rows, cols = tokenizer.feature_shape
     model = build_model(model_name, feat_dim=cols, seq_len=rows, **hparams)
     mlflow = init_mlflow(params)
@@ -43,6 +54,8 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
         mlflow.log_params({"model": model_name, "platform": platform.name, **vars(tcfg),
                            **{f"hp.{k}": v for k, v in hparams.items()},
                            "feature_shape": f"{rows}x{cols}", "train_rows": len(train["x"]),
+                           "train_pool_rows": pool_rows, "sample": str(sample_path or ""),
+                           "data_version": data_version,
                            "params": param_count(model)})
         eval_every = max(1, tcfg.epochs // 10)
 
@@ -68,15 +81,22 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
         name = registered_name(params["registry"]["prefix"], platform.name, model_name)
         score = val_metrics.get("top1_ratio_of_sums", float("nan"))
         version, promoted = log_and_register(bundle, bundle_dir, name, score if np.isfinite(score) else 0.0,
-                                             train["x"][:4], tags={"platform": platform.name, "model": model_name})
+                                             train["x"][:4], tags={"platform": platform.name, "model": model_name,
+                                                                   "data_version": data_version})
         metrics.update({"registered_model": name, "version": version, "champion": promoted})
     return metrics
 
 
 def train_platform(platform: Platform, params: dict[str, Any], features_dir: str | Path,
-                   out_dir: str | Path, metrics_path: str | Path) -> dict[str, Any]:
+                   out_dir: str | Path, metrics_path: str | Path, sample_path: str | Path | None = None
+                   ) -> dict[str, Any]:
     """Every model of `train.models` on one platform; writes a DVC metrics JSON."""
-    results = {name: train_one(name, platform, params, features_dir, out_dir) for name in params["train"]["models"]}
+    results = {name: train_one(name, platform, params, features_dir, out_dir, sample_path)
+               for name in params["train"]["models"]}
+    split = {s: load_split(features_dir, s) for s in ("validation", "test")}
+    results["random"] = {**{f"test_{k}": v for k, v in random_scorer_metrics(split["test"]).items()},
+                         "validation_tasks": int(len(set(split["validation"]["task_key"]))),
+                         "test_tasks": int(len(set(split["test"]["task_key"])))}
     Path(metrics_path).parent.mkdir(parents=True, exist_ok=True)
     Path(metrics_path).write_text(json.dumps(results, indent=2, default=str))
     return results

@@ -1,0 +1,43 @@
+"""Offline mode: choose from an already-measured pool (the paper's experiments), and read a sample back."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..data.store import atomic_write_bytes
+from .rounds import RoundLog, SampleRun, sample_rounds
+from .scorer import ModelScorer
+from .settings import SamplingSettings
+
+
+def sample_offline(split: dict[str, np.ndarray], params: dict[str, Any], settings: SamplingSettings, seed: int,
+                   on_round: Callable[[RoundLog], None] | None = None) -> SampleRun:
+    """Pick `settings.rate` of a featurized split (labels known, so nothing is measured)."""
+    scorer = ModelScorer(split["x"], split["label"], split["group"], settings.model,
+                         settings.train_config(params, seed), settings.hparams(params), settings.ensemble)
+    return sample_rounds(settings.sampler(seed), split["op_type"], split["task_key"], settings.rate,
+                         settings.rounds, settings.first_batch, seed, scorer, on_round=on_round)
+
+
+def save_sample(path: str | Path, program_ids: np.ndarray, run: SampleRun, meta: dict[str, Any]) -> None:
+    """The picked programs (in pick order, with their round) as one small npz: what training reads."""
+    rounds = np.concatenate([np.full(r.picked, r.round) for r in run.rounds]) if run.rounds else np.zeros(0)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, program_id=np.asarray(program_ids, dtype=str), round=rounds.astype(np.int64),
+                        **{f"meta_{k}": np.asarray(v) for k, v in meta.items()})
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(Path(path), buf.getvalue())
+
+
+def restrict_to_sample(split: dict[str, np.ndarray], sample_path: str | Path) -> dict[str, np.ndarray]:
+    """The rows of `split` whose program is in the sample file (training on a sampled platform)."""
+    with np.load(sample_path, allow_pickle=False) as data:
+        keep = np.isin(split["program_id"], data["program_id"])
+    if not keep.any():
+        raise ValueError(f"{sample_path}: none of its programs is in this split; the sample is stale "
+                         "(re-run the sample stage after featurize)")
+    return {k: v[keep] for k, v in split.items()}
