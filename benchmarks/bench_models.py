@@ -65,10 +65,10 @@ def load_per_store(params: dict, platform: str, validated: Path, store_root: Pat
     """PerStoreFeature per split, row-aligned with the token arrays (checked), plus a summary."""
     import pyarrow.parquet as pq
 
-    from tcl.data.splits import split_tables
+    from tcl.features.dataset import platform_splits
     from tcl.features.per_store import per_store_features, workload_dir
 
-    tables = split_tables(pq.read_table(validated), params)
+    tables = platform_splits({platform: pq.read_table(validated)}, params, store_root)[platform]
     feats, summary = {}, {"cache": str(cache), "missing": {}}
     for name, table in tables.items():
         arr = splits[name]
@@ -77,7 +77,7 @@ def load_per_store(params: dict, platform: str, validated: Path, store_root: Pat
                 and np.allclose(np.asarray(table.column("label").to_pylist(), np.float32), arr["label"]))
         if not same:
             raise SystemExit(f"{validated} and the {name} features disagree (rows/tasks/labels): the features "
-                             f"are stale, run `dvc repro featurize@{platform}` first")
+                             f"are stale, run `dvc repro featurize` first")
         start = time.perf_counter()
         feats[name], errors = per_store_features(table, [workload_dir(store_root, platform)], cache, threads)
         bad = [e for e in errors if e]
@@ -211,11 +211,11 @@ def run(platform_name: str, params: dict[str, Any], *, epochs: int, seed: int, m
     platform = get_platform(params, platform_name)
     features_dir = features_root / platform_name
     if not (features_dir / "train.npz").exists():
-        raise SystemExit(f"{features_dir}: no features; run `dvc repro featurize@{platform_name}` first")
+        raise SystemExit(f"{features_dir}: no features; run `dvc repro featurize` first")
     splits = {s: load_split(features_dir, s) for s in ("train", "validation", "test")}
     eval_name, eval_note = pick_eval_split(splits)
     log(f"evaluating on {eval_note}")
-    tokenizer = Tokenizer.load(features_dir / "tokenizer.json")
+    tokenizer = Tokenizer.load(features_dir.parent / "tokenizer.json")
     rows, cols = tokenizer.feature_shape
     cfg = params["train"]
     tcfg = TrainConfig(epochs=epochs, lr=float(cfg["lr"]), batch_size=int(cfg["batch_size"]),

@@ -30,7 +30,7 @@ from tcl.tvm.report import run_tuning_stage  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--platform", default="host-avx512-2c")
+    ap.add_argument("--platform", default="local-1c")
     ap.add_argument("--network")
     ap.add_argument("--trials", type=int)
     ap.add_argument("--per-iter", type=int)
@@ -43,7 +43,6 @@ def main() -> None:
                        ("cost_models", args.models)):
         if value is not None:
             tune[key] = value
-    tune["work_dir"] = str(Path(args.out) / "work")
     table = run_tuning_stage(get_platform(params, args.platform), params, args.out)
     print(f"\n{tune['network']} on {args.platform}: {tune['trials']} trials per model, "
           f"{tune['num_trials_per_iter']} per batch, seed {params.get('seed', 0)}")

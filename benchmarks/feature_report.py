@@ -38,7 +38,7 @@ def main() -> None:
     ap.add_argument("--example", type=int, default=0, help="row of the validated table to show")
     args = ap.parse_args()
     table = pq.read_table(f"data/validated/platform={args.platform}.parquet")
-    tokenizer = Tokenizer.load(f"data/features/{args.platform}/tokenizer.json")
+    tokenizer = Tokenizer.load("data/features/tokenizer.json")
     steps = table.column("steps").to_pylist()
     stats = sequence_stats(steps)
     print(f"{stats['programs']} programs on {args.platform}")

@@ -1,10 +1,19 @@
-"""Tune flow: tune a network on a platform with each configured cost model; compile, check, compare."""
+"""Tune flow: tune a network on a platform with each configured cost model; compile, check, compare.
+
+    python -m flows.tune --platform local-1c                        # tune.network of params.yaml
+    python -m flows.tune --platform local-1c --network my_net.pt2   # your own torch.export program
+
+Each cost model's tuning database and compiled library (`<network>.so`) land in
+`<report dir>/<platform>/<cost model>/`, next to the comparison `<report dir>/<platform>.json`.
+"""
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
+
 from flows import _env  # noqa: F401  (closed-network defaults before Prefect loads)
 from flows import _tvm_first  # noqa: F401  (must precede Prefect: see its docstring)
-from flows._cli import run_platform_flow
 from prefect import flow, get_run_logger
 
 from tcl.config import load_params
@@ -13,9 +22,13 @@ from tcl.tvm.report import run_tuning_stage
 
 
 @flow(name="tune", log_prints=True)
-def tune_flow(platform: str, params_path: str = "params.yaml", out_dir: str = "reports/tune") -> list:
-    """Tune `tune.network` on `platform` with every model of `tune.cost_models`, side by side."""
+def tune_flow(platform: str, params_path: str = "params.yaml", out_dir: str = "reports/tune",
+              network: str | None = None, trials: int | None = None) -> list:
+    """Tune `network` (default `tune.network`) on `platform` with every model of `tune.cost_models`."""
     params = load_params(params_path)
+    for key, value in (("network", network), ("trials", trials)):
+        if value is not None:
+            params["tune"][key] = value
     log = get_run_logger()
     table = run_tuning_stage(get_platform(params, platform), params, out_dir, log=log.info)
     for row in table:
@@ -24,4 +37,13 @@ def tune_flow(platform: str, params_path: str = "params.yaml", out_dir: str = "r
 
 
 if __name__ == "__main__":
-    run_platform_flow(tune_flow)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--platform", required=True, help="a platform declared in params.yaml")
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--network", help="a built-in network name or a torch.export .pt2 file")
+    ap.add_argument("--trials", type=int, help="measurements per cost model (default tune.trials)")
+    ap.add_argument("--out", default=None, help="report directory (default reports/tune, or "
+                                                "reports/tune/<network> with --network)")
+    args = ap.parse_args()
+    out = args.out or ("reports/tune" if args.network is None else f"reports/tune/{Path(args.network).stem}")
+    tune_flow(args.platform, args.params, out, args.network, args.trials)

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from tcl.collect.collector import collect_task
+from tcl.collect.collector import measure_task
 from tcl.data.splits import add_labels
 from tcl.data.store import RecordStore
 from tcl.features.per_store import FEATURE_DIM, PerStoreCache, pad_stores, per_store_features, sum_stores, \
@@ -29,9 +29,10 @@ def toy_store(tmp_path_factory, params, host_platform, measurer):
     """A record store with toy_a (16^3 matmul) and toy_b (32^3 matmul), 8 programs each."""
     root = tmp_path_factory.mktemp("baselines") / "records"
     store = RecordStore(root)
-    cfg = dict(params["collect"], trials_per_task=8, batch_size=8)
+    cfg = dict(params["collect"], pool_size=8, batch_size=8)
     for n, network in ((16, "toy_a"), (32, "toy_b")):
-        collect_task(toy_matmul_task(n, network), host_platform, store, measurer, cfg, 0, lambda _: None)
+        measure_task(toy_matmul_task(n, network), host_platform, host_platform, store, measurer, cfg, 0,
+                     lambda _: None)
     table = add_labels(store.read(host_platform.name))
     assert table.num_rows == 16
     return store, table
@@ -103,13 +104,13 @@ def test_xgb_ranker_trains_and_scores(toy_store, host_platform):
 
 def test_bench_models_runs_end_to_end(toy_store, params, host_platform, tmp_path):
     """The benchmark script on the toy store: toy_b held out as the test network."""
-    from tcl.features.dataset import featurize_platform
+    from tcl.features.dataset import featurize_platforms
 
     store, _ = toy_store
-    validated = tmp_path / "validated.parquet"
+    validated = tmp_path / f"platform={host_platform.name}.parquet"
     pq.write_table(store.read(host_platform.name), validated)
     bench_params = dict(params, split={"holdout_networks": ["toy_b"], "val_fraction": 0.0})
-    featurize_platform(host_platform, bench_params, validated, tmp_path / "features" / host_platform.name)
+    featurize_platforms([host_platform], bench_params, tmp_path, store.root, tmp_path / "features")
     spec = importlib.util.spec_from_file_location("bench_models", REPO / "benchmarks" / "bench_models.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

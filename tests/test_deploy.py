@@ -66,7 +66,8 @@ def test_selection_prefers_own_champion_then_nearest_platform_by_spec(registry, 
     _register(registry, _bundle(platforms["host-avx2-2c"]), tmp_path, 0.5)
     _register(registry, _bundle(platforms["host-avx512-2c"]), tmp_path, 0.5)
     own = select_model(platforms["host-avx512-2c"], platforms, "tcl", "tcl")
-    assert own.platform == "host-avx512-2c" and own.uri == "models:/tcl-tcl-host-avx512-2c@champion"
+    assert own.platform == "host-avx512-2c" and own.uri == f"models:/tcl-tcl-host-avx512-2c/{own.version}"
+    assert own.version == "1" and own.data_version
     # The 1-thread SSE4 variant has no model: its nearest spec neighbour is the AVX2 one (16 vs 32 vs 64 B SIMD).
     near = select_model(platforms["host-sse4-1c"], platforms, "tcl", "tcl")
     assert near.platform == "host-avx2-2c" and "nearest platform" in near.reason
@@ -109,14 +110,14 @@ def test_gpu_collection_on_cuda(tmp_path, params):
         pytest.skip("no CUDA device on this machine (tvm.cuda(0).exist is False): GPU collection is tested "
                     "only where one is present")
     from conftest import toy_matmul_task
-    from tcl.collect.collector import collect_task
+    from tcl.collect.collector import measure_task
     from tcl.collect.measure import LocalMeasurer
     from tcl.data.store import RecordStore
 
     gpu = load_platforms(params)["nvidia-h100"]
     measurer = LocalMeasurer(gpu.tvm_target(), 1, {"timeout_sec": 120}, {"number": 2, "repeat": 2})
-    cfg = dict(params["collect"], trials_per_task=4, batch_size=4)
+    cfg = dict(params["collect"], pool_size=4, batch_size=4)
     store = RecordStore(tmp_path)
-    collect_task(toy_matmul_task(64), gpu, store, measurer, cfg, 0, lambda n: None)
+    measure_task(toy_matmul_task(64), gpu, gpu, store, measurer, cfg, 0, lambda n: None)
     rows = store.read(gpu.name).to_pylist()
     assert len(rows) == 4 and any(not r["error_code"] and r["mean_sec"] > 0 for r in rows)

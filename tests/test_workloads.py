@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from tcl.workloads import (NETWORKS, OP_TYPES, Task, build_network, classify_op_type,
-                           extract_tasks, fold_conv_bn, fuse_for_tuning, to_relax)
+from tcl.workloads import (BERT_VOCAB, NETWORKS, OP_TYPES, Task, build_network, classify_op_type,
+                           extract_tasks, fold_conv_bn, fuse_for_tuning, is_image_network, to_relax)
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*LeafSpec:FutureWarning")  # torch.export internals
 
@@ -54,13 +54,14 @@ def test_every_network_builds_and_runs_forward(name):
     model, inputs = build_network(name, batch=1, image_size=32, seq_len=8)
     assert not model.training
     assert len(inputs) == 1
-    if name.startswith("bert"):
+    if not is_image_network(name):
         assert inputs[0].dtype == torch.int64 and inputs[0].shape == (1, 8)
     else:
         assert inputs[0].dtype == torch.float32 and inputs[0].shape == (1, 3, 32, 32)
     with torch.no_grad():
         out = model(*inputs)
-    expected = {"bert_tiny": (1, 128), "bert_base": (1, 768), "tiny_cnn": (1, 10)}.get(name, (1, 1000))
+    expected = {"bert_tiny": (1, 128), "bert_base": (1, 768), "tiny_cnn": (1, 10),
+                "gpt2": (1, 8, BERT_VOCAB)}.get(name, (1, 1000))
     assert out.shape == expected and torch.isfinite(out).all()
 
 
@@ -78,8 +79,8 @@ def test_build_network_is_deterministic_and_leaves_global_rng_alone():
 
 
 def test_unknown_network_lists_known_names():
-    with pytest.raises(ValueError, match="unknown network 'vgg16'.*resnet18"):
-        build_network("vgg16", batch=1, image_size=32, seq_len=8)
+    with pytest.raises(ValueError, match="unknown network 'alexnet'.*resnet18"):
+        build_network("alexnet", batch=1, image_size=32, seq_len=8)
 
 
 def test_fold_conv_bn_keeps_outputs_and_leaves_the_model_alone():

@@ -57,25 +57,27 @@ def comparison_table(runs: list[ModelRun], baseline: str) -> list[dict[str, Any]
 
 def tune_side_by_side(network: str, platform, cost_models: dict[str, Callable[[], Any]], *, trials: int,
                       work_root: str | Path, seed: int, workload_cfg: dict[str, Any],
-                      num_trials_per_iter: int, runner_cfg: dict | None = None,
+                      num_trials_per_iter: int, runner_cfg: dict | None = None, resume: bool = False,
                       on_run: Callable[[ModelRun], None] | None = None) -> list[ModelRun]:
-    """Tune `network` once per cost model (each factory builds a fresh model); compile and check each."""
-    from ..workloads import build_network, fuse_for_tuning, to_relax
+    """Tune `network` (a built-in name or a .pt2 file) once per cost model (each factory builds a fresh
+    model); compile and check each. `<work_root>/<model>/` keeps its tuning database and the compiled
+    library `<network>.so`."""
+    from ..workloads import fuse_for_tuning, load_network
     from .e2e import compile_and_check, torch_latency_ms
     from .tuning import tune_network
 
-    model, inputs = build_network(network, batch=int(workload_cfg.get("batch", 1)),
-                                  image_size=int(workload_cfg.get("image_size", 32)),
-                                  seq_len=int(workload_cfg.get("seq_len", 16)))
-    relax_mod = to_relax(model, inputs)
-    fused = fuse_for_tuning(relax_mod, platform.tvm_target())
-    torch_ms = torch_latency_ms(model, inputs, platform.threads)  # once: the same reference for every model
+    net = load_network(network, workload_cfg)
+    fused = fuse_for_tuning(net.relax_mod, platform.tvm_target())
+    torch_ms = torch_latency_ms(net.reference, net.inputs, platform.threads)  # the same reference for every model
     runs = []
     for name, factory in cost_models.items():
-        result = tune_network(fused, platform, network=network, cost_model=factory(), cost_model_name=name,
-                              trials=trials, work_dir=Path(work_root) / name, seed=seed,
-                              num_trials_per_iter=num_trials_per_iter, runner_cfg=runner_cfg)
-        run = ModelRun(name, result, compile_and_check(result.database, relax_mod, platform, model, inputs, torch_ms))
+        work_dir = Path(work_root) / name
+        result = tune_network(fused, platform, network=net.name, cost_model=factory(), cost_model_name=name,
+                              trials=trials, work_dir=work_dir, seed=seed,
+                              num_trials_per_iter=num_trials_per_iter, runner_cfg=runner_cfg, resume=resume)
+        run = ModelRun(name, result, compile_and_check(result.database, net.relax_mod, platform, net.reference,
+                                                       net.inputs, torch_ms,
+                                                       library_path=str(work_dir / f"{net.name}.so")))
         runs.append(run)
         if on_run is not None:
             on_run(run)

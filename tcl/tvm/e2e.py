@@ -1,4 +1,5 @@
-"""Compile a tuned network, check it against PyTorch, and time both on this machine."""
+"""Compile a tuned network, check it against PyTorch, time both on this machine, and save
+the compiled library (what a user deploys: `tvm.runtime.load_module` + `relax.VirtualMachine`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ class EndToEnd:
     tvm_latency_ms: float
     torch_latency_ms: float
     max_abs_diff: float
+    library: str = ""  # the exported shared library, when one was asked for
 
 
 def torch_latency_ms(model, inputs, threads: int, repeats: int = 20) -> float:
@@ -30,9 +32,17 @@ def torch_latency_ms(model, inputs, threads: int, repeats: int = 20) -> float:
     return float(np.median(times) * 1e3)
 
 
+def first_tensor(out):
+    """The first tensor of a (possibly nested) tuple of outputs: importers and exported graphs wrap them."""
+    while not hasattr(out, "numpy"):
+        out = out[0]
+    return out
+
+
 def compile_and_check(database, relax_mod, platform, model, inputs, torch_ms: float,
-                      repeats: int = 20) -> EndToEnd:
-    """Build `relax_mod` with the tuned `database`, compare outputs with `model(*inputs)`, time it."""
+                      repeats: int = 20, library_path: str | None = None) -> EndToEnd:
+    """Build `relax_mod` with the tuned `database`, compare outputs with `model(*inputs)`, time it;
+    the compiled library goes to `library_path` when given."""
     import torch
     import tvm
     from tvm import relax
@@ -40,15 +50,16 @@ def compile_and_check(database, relax_mod, platform, model, inputs, torch_ms: fl
 
     target = platform.tvm_target()
     executable = ms.relax_integration.compile_relax(database, relax_mod, target, params=None)
+    if library_path:
+        executable.export_library(str(library_path))
     device = tvm.cpu(0) if platform.kind == "cpu" else tvm.cuda(0)
     vm = relax.VirtualMachine(executable, device)
     tvm_inputs = [tvm.runtime.tensor(x.numpy(), device) for x in inputs]
-    out = vm["main"](*tvm_inputs)
-    while not hasattr(out, "numpy"):  # the importer wraps outputs in tuples
-        out = out[0]
+    out = first_tensor(vm["main"](*tvm_inputs))
     with torch.no_grad():
-        expected = model(*inputs)
+        expected = first_tensor(model(*inputs))
     diff = float(np.max(np.abs(out.numpy() - expected.numpy())))
     timer = vm.time_evaluator("main", device, number=5, repeat=repeats)
     tvm_ms = float(np.median(timer(*tvm_inputs).results) * 1e3)
-    return EndToEnd(tvm_latency_ms=tvm_ms, torch_latency_ms=torch_ms, max_abs_diff=diff)
+    return EndToEnd(tvm_latency_ms=tvm_ms, torch_latency_ms=torch_ms, max_abs_diff=diff,
+                    library=str(library_path or ""))

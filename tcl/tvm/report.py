@@ -21,13 +21,14 @@ from .tuning import BUILTIN_COST_MODELS, make_builtin_cost_model
 
 
 def cost_model_factories(names: list[str], platform: Platform, params: dict[str, Any],
-                         log: Callable[[str], None]) -> dict[str, Callable[[], Any]]:
-    """A fresh cost model per tuning run: TVM's built-ins by name, learned ones from the registry."""
+                         log: Callable[[str], None]) -> tuple[dict[str, Callable[[], Any]], dict[str, dict]]:
+    """A fresh cost model per tuning run (TVM's built-ins by name, learned ones from the registry),
+    and for each learned one the registered version it is pinned to."""
     from .cost_model import LearnedCostModel, load_bundle
     from .select import select_model
 
     tcfg = params["tune"]
-    factories = {}
+    factories, pins = {}, {}
     for name in names:
         if name in BUILTIN_COST_MODELS:
             factories[name] = (lambda n=name: make_builtin_cost_model(n, int(params.get("seed", 0)),
@@ -35,20 +36,22 @@ def cost_model_factories(names: list[str], platform: Platform, params: dict[str,
             continue
         choice = select_model(platform, load_platforms(params), params["registry"]["prefix"], name)
         log(f"{name}: using {choice.uri} ({choice.reason})")
+        pins[name] = {"uri": choice.uri, "registered_model": choice.name, "version": choice.version,
+                      "trained_for": choice.platform, "data_version": choice.data_version, "why": choice.reason}
         bundle = load_bundle(choice.uri)
         factories[name] = (lambda b=bundle: LearnedCostModel(copy.deepcopy(b), spec_vector=platform.spec_vector,
                                                              online_steps=int(tcfg.get("online_steps", 0))))
-    return factories
+    return factories, pins
 
 
 def run_tuning_stage(platform: Platform, params: dict[str, Any], out_dir: str | Path,
                      log: Callable[[str], None] = print) -> list[dict[str, Any]]:
     require_device(platform)
     cfg = params["tune"]
-    network = cfg["network"]
+    network = Path(cfg["network"]).stem if str(cfg["network"]).endswith(".pt2") else cfg["network"]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    factories = cost_model_factories(list(cfg["cost_models"]), platform, params, log)
+    factories, pins = cost_model_factories(list(cfg["cost_models"]), platform, params, log)
     mlflow = init_mlflow(params)
     with mlflow.start_run(run_name=f"tune-{network}-{platform.name}",
                           tags={"stage": "tune", "platform": platform.name, "network": network}):
@@ -59,6 +62,8 @@ def run_tuning_stage(platform: Platform, params: dict[str, Any], out_dir: str | 
         def track(run: ModelRun) -> None:
             with mlflow.start_run(run_name=f"{run.name}", nested=True,
                                   tags={"stage": "tune", "cost_model": run.name, "platform": platform.name}):
+                if run.name in pins:
+                    mlflow.log_params({f"model_{k}": v for k, v in pins[run.name].items()})
                 for p in run.result.curve:
                     if p.estimated_latency == p.estimated_latency:
                         mlflow.log_metric("estimated_latency_ms", p.estimated_latency * 1e3, step=p.trial)
@@ -66,12 +71,12 @@ def run_tuning_stage(platform: Platform, params: dict[str, Any], out_dir: str | 
                                     "torch_eager_latency_ms": run.e2e.torch_latency_ms,
                                     "max_abs_diff": run.e2e.max_abs_diff, "wall_seconds": run.result.wall_seconds,
                                     "cost_model_share": run.result.cost_model_share})
-                mlflow.log_artifacts(run.result.work_dir, artifact_path="database")
+                mlflow.log_artifacts(run.result.work_dir, artifact_path="tuned")  # database + compiled library
             log(f"{run.name}: tuned {run.e2e.tvm_latency_ms:.3f} ms vs torch {run.e2e.torch_latency_ms:.3f} ms, "
                 f"max |diff| {run.e2e.max_abs_diff:.2e}, {run.result.wall_seconds:.0f} s")
 
-        runs = tune_side_by_side(network, platform, factories, trials=int(cfg["trials"]),
-                                 work_root=Path(cfg.get("work_dir", "tmp/tune")) / platform.name,
+        runs = tune_side_by_side(str(cfg["network"]), platform, factories, trials=int(cfg["trials"]),
+                                 work_root=out / platform.name,
                                  seed=int(params.get("seed", 0)), workload_cfg=params.get("workloads", {}),
                                  num_trials_per_iter=int(cfg["num_trials_per_iter"]),
                                  runner_cfg=params["collect"].get("runner"), on_run=track)
@@ -79,6 +84,8 @@ def run_tuning_stage(platform: Platform, params: dict[str, Any], out_dir: str | 
         table = comparison_table(runs, baseline)
         png = plot_curves(runs, out / f"{platform.name}.png",
                           f"{network} on {platform.name}: {cfg['trials']} trials, seed {params.get('seed', 0)}")
+        for row in table:
+            row["model"] = pins.get(row["cost_model"], {"uri": "tvm built-in"})
         (out / f"{platform.name}.json").write_text(json.dumps({r["cost_model"]: r for r in table}, indent=2))
         mlflow.log_artifact(str(png))
         mlflow.log_dict({"table": table}, "comparison.json")

@@ -8,6 +8,7 @@ of measurements adds a point to the tuning curve; the cost model is timed.
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,8 +56,12 @@ def make_builtin_cost_model(name: str, seed: int, num_tuning_cores: int):
 
 def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_name: str, trials: int,
                  work_dir: str | Path, seed: int = 0, num_trials_per_iter: int = 16,
-                 runner_cfg: dict | None = None, progress: bool = True) -> TuningResult:
-    """Tune every task of `relax_mod` (a fused Relax module) for `trials` measurements in total."""
+                 runner_cfg: dict | None = None, progress: bool = True, resume: bool = False) -> TuningResult:
+    """Tune every task of `relax_mod` (a fused Relax module) for `trials` measurements in total.
+
+    A run starts from an empty `work_dir` (its database included) unless `resume`: a database
+    left by an earlier run would warm-start the search, and the curve would not be this run's.
+    """
     from tvm.s_tir import meta_schedule as ms
 
     from ..collect.measure import LocalMeasurer
@@ -67,6 +72,8 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
     target = platform.tvm_target()
     work_dir = Path(work_dir)
+    if not resume:
+        shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir(parents=True, exist_ok=True)
     extracted = ms.relax_integration.extract_tasks(relax_mod, target)
     if not extracted:

@@ -1,7 +1,8 @@
 """Benchmark networks written from scratch in PyTorch (no torchvision on this stack).
 
 These are the networks of the TLP/TCL evaluations (ResNet-18/50, MobileNet-V2,
-ResNeXt-50 32x4d, BERT-tiny/base). Only their operator graphs matter here: the
+ResNeXt-50 32x4d, BERT-tiny/base) and more families for training data (VGG-16,
+DenseNet-121, EfficientNet-B0, ViT-S/16, a GPT-2-style decoder). Only their operator graphs matter here: the
 weights are random but deterministic, because tuning tasks depend on shapes, not values.
 Input sizes are parameters so the default pipeline stays small.
 """
@@ -136,6 +137,116 @@ class MobileNetV2(nn.Module):
         return self.classifier(torch.flatten(x, 1))
 
 
+# --------------------------------------------------------------------------- more CNNs
+class VGG(nn.Module):
+    """VGG-16 with batch norm: 13 3x3 convs in five stages, max-pools, three dense layers."""
+
+    CHANNELS = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"]
+
+    def __init__(self, num_classes: int = 1000):
+        super().__init__()
+        layers: list[nn.Module] = []
+        cin = 3
+        for c in self.CHANNELS:
+            if c == "M":
+                layers.append(nn.MaxPool2d(2))
+            else:
+                layers += [_conv_bn(cin, c, 3), nn.ReLU(inplace=True)]
+                cin = c
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Linear(512 * 7 * 7, 4096), nn.ReLU(inplace=True),
+                                        nn.Linear(4096, 4096), nn.ReLU(inplace=True),
+                                        nn.Linear(4096, num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # torchvision's fixed 7x7 pooling keeps the classifier's shape at any input size
+        return self.classifier(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 7), 1))
+
+
+class _DenseLayer(nn.Module):
+    """DenseNet bottleneck layer (pre-activation): BN-ReLU-1x1 conv, BN-ReLU-3x3 conv, concat."""
+
+    def __init__(self, cin: int, growth: int):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.BatchNorm2d(cin), nn.ReLU(inplace=True), nn.Conv2d(cin, 4 * growth, 1, bias=False),
+            nn.BatchNorm2d(4 * growth), nn.ReLU(inplace=True),
+            nn.Conv2d(4 * growth, growth, 3, padding=1, bias=False))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x, self.body(x)], dim=1)
+
+
+class DenseNet(nn.Module):
+    """DenseNet-121 (growth 32, blocks 6-12-24-16, transitions halve channels and size)."""
+
+    def __init__(self, blocks: tuple[int, ...] = (6, 12, 24, 16), growth: int = 32, num_classes: int = 1000):
+        super().__init__()
+        layers: list[nn.Module] = [_conv_bn(3, 64, 7, 2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, padding=1)]
+        c = 64
+        for i, n in enumerate(blocks):
+            for _ in range(n):
+                layers.append(_DenseLayer(c, growth))
+                c += growth
+            if i < len(blocks) - 1:
+                layers += [nn.BatchNorm2d(c), nn.ReLU(inplace=True), nn.Conv2d(c, c // 2, 1, bias=False),
+                           nn.AvgPool2d(2)]
+                c //= 2
+        layers += [nn.BatchNorm2d(c), nn.ReLU(inplace=True)]
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Linear(c, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
+class _MBConv(nn.Module):
+    """EfficientNet block: 1x1 expand, k x k depthwise, squeeze-and-excitation, 1x1 project (SiLU)."""
+
+    def __init__(self, cin: int, cout: int, k: int, stride: int, expand: int):
+        super().__init__()
+        hidden = cin * expand
+        layers: list[nn.Module] = []
+        if expand != 1:
+            layers += [_conv_bn(cin, hidden, 1), nn.SiLU()]
+        layers += [_conv_bn(hidden, hidden, k, stride, groups=hidden), nn.SiLU()]
+        self.expand_dw = nn.Sequential(*layers)
+        squeeze = max(1, cin // 4)
+        self.se = nn.Sequential(nn.Conv2d(hidden, squeeze, 1), nn.SiLU(), nn.Conv2d(squeeze, hidden, 1),
+                                nn.Sigmoid())
+        self.project = _conv_bn(hidden, cout, 1)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.expand_dw(x)
+        y = self.project(y * self.se(F.adaptive_avg_pool2d(y, 1)))
+        return x + y if self.residual else y
+
+
+class EfficientNetB0(nn.Module):
+    """EfficientNet-B0: the MBConv stages of the paper's Table 1 (3x3 and 5x5 depthwise, SE)."""
+
+    STAGES = [  # expansion, channels, repeats, first stride, kernel
+        (1, 16, 1, 1, 3), (6, 24, 2, 2, 3), (6, 40, 2, 2, 5), (6, 80, 3, 2, 3),
+        (6, 112, 3, 1, 5), (6, 192, 4, 2, 5), (6, 320, 1, 1, 3),
+    ]
+
+    def __init__(self, num_classes: int = 1000):
+        super().__init__()
+        layers: list[nn.Module] = [_conv_bn(3, 32, 3, 2), nn.SiLU()]
+        cin = 32
+        for t, c, n, s, k in self.STAGES:
+            for i in range(n):
+                layers.append(_MBConv(cin, c, k, s if i == 0 else 1, t))
+                cin = c
+        layers += [_conv_bn(cin, 1280, 1), nn.SiLU()]
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Linear(1280, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
 # --------------------------------------------------------------------------- BERT parts
 class _SelfAttention(nn.Module):
     """Multi-head self-attention written out (Q/K/V dense, batched matmuls, softmax)."""
@@ -196,6 +307,70 @@ class Bert(nn.Module):
         return torch.tanh(self.pooler(x[:, 0]))
 
 
+# --------------------------------------------------------------------------- pre-norm Transformers
+class _PreNormBlock(nn.Module):
+    """Pre-norm Transformer block (ViT, GPT-2): x + attn(LN(x)), x + MLP(LN(x)); causal for GPT-2."""
+
+    def __init__(self, hidden: int, heads: int, causal: bool, max_positions: int = 1024):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+        self.qkv, self.proj = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
+        self.fc1, self.fc2 = nn.Linear(hidden, 4 * hidden), nn.Linear(4 * hidden, hidden)
+        self.heads, self.causal = heads, causal
+        if causal:  # a constant, not built in forward: TVM's importer cannot legalize torch.full here
+            self.register_buffer("mask", torch.triu(torch.full((max_positions, max_positions), -1e9), 1),
+                                 persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, h = x.shape
+        q, k, v = self.qkv(self.norm1(x)).reshape(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(h // self.heads)
+        if self.causal:
+            scores = scores + self.mask[:s, :s]
+        ctx = torch.matmul(torch.softmax(scores, dim=-1), v).permute(0, 2, 1, 3).reshape(b, s, h)
+        x = x + self.proj(ctx)
+        return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
+
+
+class ViT(nn.Module):
+    """Vision Transformer (ViT-S/16 by default): 16x16 patch embedding, class token, pre-norm blocks."""
+
+    def __init__(self, layers: int = 12, hidden: int = 384, heads: int = 6, patch: int = 16,
+                 num_classes: int = 1000, max_patches: int = 1024):
+        super().__init__()
+        self.patch = nn.Conv2d(3, hidden, patch, stride=patch)
+        self.cls = nn.Parameter(torch.randn(1, 1, hidden) * 0.02)
+        self.pos = nn.Parameter(torch.randn(1, max_patches + 1, hidden) * 0.02)
+        self.blocks = nn.Sequential(*(_PreNormBlock(hidden, heads, causal=False) for _ in range(layers)))
+        self.norm = nn.LayerNorm(hidden)
+        self.head = nn.Linear(hidden, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.patch(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1)
+        x = self.blocks(x + self.pos[:, : x.shape[1]])
+        return self.head(self.norm(x[:, 0]))
+
+
+class GPT2(nn.Module):
+    """GPT-2-style decoder (small: 12 layers, 768 hidden, 12 heads): causal pre-norm blocks, tied LM head."""
+
+    def __init__(self, layers: int = 12, hidden: int = 768, heads: int = 12, vocab: int = BERT_VOCAB,
+                 max_positions: int = 1024):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, hidden)
+        self.positions = nn.Embedding(max_positions, hidden)
+        self.blocks = nn.Sequential(*(_PreNormBlock(hidden, heads, causal=True, max_positions=max_positions)
+                                      for _ in range(layers)))
+        self.norm = nn.LayerNorm(hidden)
+        self.max_positions = max_positions
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(ids.shape[1], device=ids.device)
+        x = self.norm(self.blocks(self.tokens(ids) + self.positions(pos)))
+        return torch.matmul(x, self.tokens.weight.t())
+
+
 class TinyCNN(nn.Module):
     """Two conv-BN-ReLU layers, global pooling and a classifier: a handful of tasks, for
     smoke runs and tests where a real network would take too long to tune."""
@@ -217,13 +392,21 @@ NETWORKS: dict[str, Callable[[], nn.Module]] = {
     "resnext50": lambda: ResNet(_Bottleneck, [3, 4, 6, 3], groups=32, base_width=4),
     "bert_tiny": lambda: Bert(layers=2, hidden=128, heads=2),
     "bert_base": lambda: Bert(layers=12, hidden=768, heads=12),
+    "vgg16": VGG,
+    "densenet121": DenseNet,
+    "efficientnet_b0": EfficientNetB0,
+    "vit_s16": ViT,
+    "gpt2": GPT2,
     "tiny_cnn": TinyCNN,
 }
 
 
+TOKEN_NETWORKS = ("bert_tiny", "bert_base", "gpt2")
+
+
 def is_image_network(name: str) -> bool:
     """Whether the network takes images (else token ids)."""
-    return not name.startswith("bert")
+    return name not in TOKEN_NETWORKS
 
 
 def build_network(name: str, *, batch: int, image_size: int, seq_len: int

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # importing TVM costs seconds; only the functions below need 
     import torch
     import tvm
 
-__all__ = ["to_relax", "fuse_for_tuning", "fold_conv_bn"]
+__all__ = ["to_relax", "exported_to_relax", "fuse_for_tuning", "fold_conv_bn"]
 
 
 def fold_conv_bn(model: "torch.nn.Module") -> "torch.nn.Module":
@@ -50,8 +50,6 @@ def to_relax(model: "torch.nn.Module", example_inputs: tuple["torch.Tensor", ...
     BatchNorm folding works on a copy: the caller's weights are left as they are.
     """
     import torch
-    from tvm import relax
-    from tvm.relax.frontend.torch import from_exported_program
 
     if not isinstance(example_inputs, tuple):
         raise TypeError(f"example_inputs must be a tuple of tensors, got {type(example_inputs).__name__}")
@@ -61,6 +59,14 @@ def to_relax(model: "torch.nn.Module", example_inputs: tuple["torch.Tensor", ...
             exported = torch.export.export(model, example_inputs)
         except Exception as exc:  # surface which model failed, keep the torch error as cause
             raise RuntimeError(f"torch.export failed for {type(model).__name__}: {exc}") from exc
+    return exported_to_relax(exported)
+
+
+def exported_to_relax(exported: "torch.export.ExportedProgram") -> "tvm.IRModule":
+    """A torch.export program (ours, or a user's .pt2) as a Relax module with bound weights."""
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
     mod = from_exported_program(exported, keep_params_as_input=False)
     # Remaining batch_norm -> elementwise ops; then drop the (out, mean, var) tuple it leaves,
     # which would otherwise keep the next op (e.g. ReLU) from fusing into the same task.
