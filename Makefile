@@ -24,8 +24,10 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip check
 	touch $@
 
+# The dataset comes from the DVC remote (dvc-store/ in this repository unless you moved it): pull,
+# then repro measures only what the store lacks.
 run: setup
-	source $(BIN)/activate && dvc repro
+	source $(BIN)/activate && dvc pull --allow-missing && dvc repro
 
 test: setup
 	source $(BIN)/activate && pytest -q -ra

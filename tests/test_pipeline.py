@@ -22,14 +22,20 @@ from conftest import REPO
 
 pytestmark = pytest.mark.slow
 
+P1, P2 = "local-1c", "local-sse4-1c"
 TINY = {
-    "collect": {"platforms": ["host-avx512-2c"], "networks": ["tiny_cnn", "bert_tiny"], "tasks_per_network": 2,
-                "trials_per_task": 8, "batch_size": 4},
+    "collect": {"source": P1, "platforms": [P1, P2], "networks": ["tiny_cnn", "bert_tiny"], "image_sizes": [16],
+                "seq_lens": [8], "tasks_per_network": 2, "max_tasks": 0, "pool_size": 8, "batch_size": 4, "population": 16,
+                # one core for everything: the pinning code runs, and a collection running beside the test
+                # on core 1 (as while this project collects its dataset) is left alone
+                "search_cpus": [0], "runner": {"cpus": [0]}, "builder": {"cpus": [0]}},
+    "retest": {"fraction": 0.5},
     "workloads": {"image_size": 16, "seq_len": 8},
-    "validate": {"platforms": ["host-avx512-2c"]},
-    "split": {"holdout_networks": ["bert_tiny"]},
-    "train": {"platforms": ["host-avx512-2c"], "models": ["tcl", "mlp"], "epochs": 3},
-    "tune": {"platforms": ["host-avx512-2c"], "network": "tiny_cnn", "cost_models": ["xgb", "tcl"],
+    "validate": {"platforms": [P1, P2]},
+    "split": {"holdout_networks": ["bert_tiny"], "min_val_tasks": 1},
+    "train": {"platforms": [P1, P2], "models": ["tcl", "mlp"], "epochs": 3},
+    "sampling": {"platforms": [P2], "rate": 0.5, "rounds": 1, "model": "mlp", "epochs": 2},
+    "tune": {"platforms": [P1], "network": "tiny_cnn", "cost_models": ["xgb", "tcl"],
              "trials": 16, "num_trials_per_iter": 4},
 }
 
@@ -52,7 +58,7 @@ def repo_copy(tmp_path_factory):
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
                            text=True, check=True).stdout.split()
     for rel in files:
-        if rel.startswith(("data/", "models/", "reports/")) or not (REPO / rel).is_file():
+        if rel.startswith(("data/", "models/", "reports/", "dvc-store/")) or not (REPO / rel).is_file():
             continue
         (dst / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / rel, dst / rel)
@@ -68,39 +74,58 @@ def repo_copy(tmp_path_factory):
 def test_dvc_repro_collects_validates_trains_registers_and_tunes(repo_copy):
     repo, env = repo_copy
     out = _run([sys.executable, "-m", "dvc", "repro"], repo, env)
-    assert "Running stage 'tune@host-avx512-2c'" in out
+    assert f"Running stage 'tune@{P1}'" in out
 
     from tcl.data.store import RecordStore
 
-    records = RecordStore(repo / "data/records").read("host-avx512-2c")
-    assert records.num_rows == 4 * 8  # 2 networks x 2 tasks x 8 trials
-    assert set(records.column("network").to_pylist()) == {"tiny_cnn", "bert_tiny"}
-    assert (repo / "data/validated/platform=host-avx512-2c.parquet").exists()
-    validation = json.loads((repo / "reports/validation/host-avx512-2c.json").read_text())
-    assert validation["passed"] and validation["rows"] == 32
+    store = RecordStore(repo / "data/records")
+    first, second = store.read(P1), store.read(P2)
+    assert first.num_rows == second.num_rows == 4 * 8  # 2 networks x 2 tasks x a pool of 8, on each platform
+    assert set(first.column("program_id").to_pylist()) == set(second.column("program_id").to_pylist())
+    assert set(first.column("network").to_pylist()) == {"tiny_cnn@16", "bert_tiny@8"}
+    for p in (P1, P2):
+        validation = json.loads((repo / f"reports/validation/{p}.json").read_text())
+        assert validation["passed"] and validation["rows"] == 32
+    retested = RecordStore(repo / "data/retest")
+    assert 0 < retested.read(P1).num_rows < 32 and retested.read(P2).num_rows > 0
 
-    trained = json.loads((repo / "reports/train/host-avx512-2c.json").read_text())
-    assert set(trained) == {"tcl", "mlp"}
-    for name, metrics in trained.items():
-        assert metrics["registered_model"] == f"tcl-{name}-host-avx512-2c" and metrics["champion"]
+    card = json.loads((repo / "reports/dataset.json").read_text())
+    assert card["tasks"] == 4 and card["platforms"][P1]["programs"] == 32
+    assert set(card["retest"]) == {P1, P2} and card["dvc_data_version"].endswith(".dir")
+    assert (repo / "data/features/tokenizer.json").exists()
+    assert not list((repo / "data/features").glob("*/tokenizer.json"))
+
+    sampled = {p: json.loads((repo / f"reports/sample/{p}.json").read_text()) for p in (P1, P2)}
+    assert sampled[P1]["mode"] == "all" and sampled[P1]["picked"] == sampled[P1]["pool_size"]
+    assert sampled[P2]["mode"] == "offline" and sampled[P2]["strategy"] == "rdu"
+    assert sampled[P2]["picked"] == round(0.5 * sampled[P2]["pool_size"]) > 0
+
+    trained = json.loads((repo / f"reports/train/{P1}.json").read_text())
+    assert set(trained) == {"tcl", "mlp", "random"}
+    assert 0 < trained["random"]["test_top1_ratio_of_sums"] <= 1
+    for name in ("tcl", "mlp"):
+        metrics = trained[name]
+        assert metrics["registered_model"] == f"tcl-{name}-{P1}" and metrics["champion"]
         assert 0 < metrics["test_top1_ratio_of_sums"] <= 1
 
     import mlflow
 
     client = mlflow.MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
-    version = client.get_model_version_by_alias("tcl-tcl-host-avx512-2c", "champion")
-    assert version.tags["platform"] == "host-avx512-2c"
+    version = client.get_model_version_by_alias(f"tcl-tcl-{P1}", "champion")
+    assert version.tags["platform"] == P1
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     stages = {r.data.tags.get("stage") for r in runs}
-    assert {"validate", "train", "tune"} <= stages
+    assert {"validate", "sample", "train", "tune"} <= stages
+    on_sample = [r for r in runs if r.data.tags.get("stage") == "train" and r.data.tags.get("platform") == P2]
+    assert on_sample and all(int(r.data.params["train_rows"]) == sampled[P2]["picked"] for r in on_sample)
 
-    tuned = json.loads((repo / "reports/tune/host-avx512-2c.json").read_text())
+    tuned = json.loads((repo / f"reports/tune/{P1}.json").read_text())
     assert set(tuned) == {"xgb", "tcl"}
     for row in tuned.values():
         assert row["trials"] == 16
         assert row["max_abs_diff"] < 1e-4  # the tuned network computes what PyTorch computes
         assert row["tuned_ms"] > 0 and row["torch_eager_ms"] > 0
-    assert (repo / "reports/tune/host-avx512-2c.png").stat().st_size > 10_000
+    assert (repo / f"reports/tune/{P1}.png").stat().st_size > 10_000
 
     again = _run([sys.executable, "-m", "dvc", "repro"], repo, env)
     assert "Running stage" not in again
