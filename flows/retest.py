@@ -27,17 +27,18 @@ def retest_flow(params_path: str = "params.yaml", store_root: str = "data/record
     store, retest = RecordStore(store_root), RecordStore(retest_root)
     measurers = LazyMeasurers(cfg)
     out = {}
-    for name in params["collect"]["platforms"]:
-        platform = get_platform(params, name)
-        reason = host_mismatch(platform)
-        if reason:
-            get_run_logger().warning("%s: not re-measured here", reason)
-            out[name] = {"measured_now": 0, "skipped": reason}
-            continue
-        with tqdm(desc=f"retest {name}", unit="program") as bar:
-            measured, sampled = retest_platform(platform, store, retest, measurers.get, cfg, bar.update)
-        get_run_logger().info("%s: %d of %d sampled programs measured again now", name, measured, sampled)
-        out[name] = {"measured_now": measured, "sampled": sampled}
+    with retest.exclusive_writer("retest"):
+        for name in params["collect"]["platforms"]:
+            platform = get_platform(params, name)
+            reason = host_mismatch(platform)
+            if reason:
+                get_run_logger().warning("%s: not re-measured here", reason)
+                out[name] = {"measured_now": 0, "skipped": reason}
+                continue
+            with tqdm(desc=f"retest {name}", unit="program") as bar:
+                measured, sampled = retest_platform(platform, store, retest, measurers.get, cfg, bar.update)
+            get_run_logger().info("%s: %d of %d sampled programs measured again now", name, measured, sampled)
+            out[name] = {"measured_now": measured, "sampled": sampled}
     return out
 
 

@@ -116,3 +116,27 @@ def test_sigkilled_collection_resumes_without_losing_or_repeating(tmp_path):
     assert len(after) == budget == len(set(after))
     assert set(before) <= set(after)
     assert not list(store.platform_dir("local-1c").glob(".*.tmp"))
+
+
+def test_a_second_collection_of_the_same_store_fails_fast_and_nothing_collides(tmp_path):
+    """Two real processes on one store: the second stops at once naming the first, which finishes whole."""
+    store_root, budget = tmp_path / "records", 6
+    cmd = [sys.executable, str(REPO / "tests" / "collect_toy.py"), str(store_root), str(budget)]
+    env = dict(os.environ, PYTHONPATH=f"{REPO}:{REPO / 'tests'}")
+    go = tmp_path / "go"
+    first = subprocess.Popen([*cmd, str(go)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                             env=env)
+    assert first.stdout.readline().startswith("committed")  # it holds the lock, mid-collection
+    second = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    go.touch()
+    assert second.returncode != 0
+    assert f"is being written by toy collection (pid {first.pid}" in second.stderr
+    assert "committed" not in second.stdout
+    first.stdout.read()
+    assert first.wait(timeout=900) == 0
+    store = RecordStore(store_root)
+    ids = store.read("local-1c").column("record_id").to_pylist()
+    assert len(ids) == budget == len(set(ids))
+    again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)  # the lock is free again
+    assert again.returncode == 0 and "done (0," in again.stdout, again.stderr[-2000:]
+    assert store.read("local-1c").num_rows == budget

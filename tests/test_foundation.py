@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime, timezone
 
 import pytest
@@ -124,3 +125,16 @@ def test_summarize_times_handles_even_odd_and_empty():
     assert summarize_times([3.0, 1.0, 2.0]) == (2.0, 2.0)
     assert summarize_times([1.0, 2.0, 4.0, 3.0]) == (2.5, 2.5)
     assert summarize_times([]) == (None, None)
+
+
+def test_store_writer_lock_names_its_holder_and_is_freed(tmp_path):
+    """flock conflicts between open files even in one process, so the busy path is testable here."""
+    from tcl.data.store import StoreBusy
+
+    store = RecordStore(tmp_path / "records")
+    with store.exclusive_writer("collect"):
+        with pytest.raises(StoreBusy, match=rf"being written by collect \(pid {os.getpid()}, since"):
+            with RecordStore(tmp_path / "records").exclusive_writer("ingest"):
+                pass
+    with store.exclusive_writer("ingest"):  # released on exit
+        assert "ingest" in (store.root / RecordStore.LOCK_NAME).read_text()

@@ -286,3 +286,12 @@ def test_training_improves_pairwise_accuracy(one_thread):
     after = accuracy()
     print(f"\npairwise accuracy on unseen tasks: {before:.3f} -> {after:.3f}")
     assert after > 0.75 and after > before + 0.1
+
+
+def test_a_seeded_model_starts_from_the_same_weights_whatever_was_drawn_before():
+    first = build_model("tlp", feat_dim=6, seq_len=4, seed=3).state_dict()
+    torch.rand(100)  # the process's generator moves on, as between two sampling runs
+    second = build_model("tlp", feat_dim=6, seq_len=4, seed=3).state_dict()
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    other = build_model("tlp", feat_dim=6, seq_len=4, seed=4).state_dict()
+    assert not all(torch.equal(first[k], other[k]) for k in first)

@@ -66,10 +66,11 @@ def test_user_network_is_tuned_from_scratch_and_its_library_runs(user_network, t
                                  trials=4, work_root=tmp_path, seed=0, workload_cfg={}, num_trials_per_iter=2,
                                  runner_cfg={"number": 1, "repeat": 1})
 
-    tune()
+    (first,) = tune()
     (run,) = tune()
     records = (tmp_path / "random" / "database_tuning_record.json").read_text().splitlines()
-    assert len(records) == run.result.trials == 4, "a second run starts from an empty database"
+    # the scheduler may overshoot the budget by a round (every task gets one); the first run's records are gone
+    assert 4 <= run.result.trials == len(records) < first.result.trials + run.result.trials
     assert run.e2e.max_abs_diff < 1e-4
 
     library = tmp_path / "random" / "tiny_user_net.so"

@@ -201,34 +201,35 @@ def collect_pools(params: dict[str, Any], store: RecordStore, progress: bool = T
         else:
             require_device(p)
             here.append(p)
-    pin_to_cpus(tuple(cfg.get("search_cpus") or ()))  # the search stays off the measurement cores
-    catalog = task_catalog(store, source.name, cfg, source.tvm_target(), source.target_json,
-                           batch=int(params.get("workloads", {}).get("batch", 1)))
-    if int(cfg.get("max_tasks") or 0):  # a prefix of the catalog: every network, fewer tasks each
-        catalog = catalog[: int(cfg["max_tasks"])]
-    for p in others:  # every platform's partition describes the same tasks
-        store.copy_catalog(source.name, p.name)
-    pool_size = int(cfg["pool_size"])
-    measurers = LazyMeasurers(cfg)
-    counts = {p.name: store.count_by_task(p.name) for p in [source, *others]}
-    had = {name: sum(min(n, pool_size) for n in c.values()) for name, c in counts.items()}
-    now = {p.name: [0, 0] for p in [source, *others]}
-    seed = int(params.get("seed", 0))
-    total = pool_size * len(catalog) * len(here)
-    with tqdm(total=total, initial=sum(had[p.name] for p in here), unit="program", disable=not progress,
-              desc="collect", smoothing=0.05) as bar:
-        for i, entry in enumerate(catalog):
-            task = entry.task
-            bar.set_postfix_str(f"task {i + 1}/{len(catalog)} {task.network}:{task.name}")
-            pool = task_pool(store, task, source, cfg, seed)  # drawn even if no platform is measured here
-            for p in here:
-                if counts[p.name].get(task.key, 0) >= len(pool):
-                    continue  # done (a pool can be smaller than pool_size: a small design space)
-                m, f = measure_task(task, p, source, store, measurers.get(p), cfg, seed, bar.update)
-                now[p.name][0] += m
-                now[p.name][1] += f
-            for p in here:
-                store.compact(p.name, task.key)
+    with store.exclusive_writer("collect"):
+        pin_to_cpus(tuple(cfg.get("search_cpus") or ()))  # the search stays off the measurement cores
+        catalog = task_catalog(store, source.name, cfg, source.tvm_target(), source.target_json,
+                               batch=int(params.get("workloads", {}).get("batch", 1)))
+        if int(cfg.get("max_tasks") or 0):  # a prefix of the catalog: every network, fewer tasks each
+            catalog = catalog[: int(cfg["max_tasks"])]
+        for p in others:  # every platform's partition describes the same tasks
+            store.copy_catalog(source.name, p.name)
+        pool_size = int(cfg["pool_size"])
+        measurers = LazyMeasurers(cfg)
+        counts = {p.name: store.count_by_task(p.name) for p in [source, *others]}
+        had = {name: sum(min(n, pool_size) for n in c.values()) for name, c in counts.items()}
+        now = {p.name: [0, 0] for p in [source, *others]}
+        seed = int(params.get("seed", 0))
+        total = pool_size * len(catalog) * len(here)
+        with tqdm(total=total, initial=sum(had[p.name] for p in here), unit="program", disable=not progress,
+                  desc="collect", smoothing=0.05) as bar:
+            for i, entry in enumerate(catalog):
+                task = entry.task
+                bar.set_postfix_str(f"task {i + 1}/{len(catalog)} {task.network}:{task.name}")
+                pool = task_pool(store, task, source, cfg, seed)  # drawn even if no platform is measured here
+                for p in here:
+                    if counts[p.name].get(task.key, 0) >= len(pool):
+                        continue  # done (a pool can be smaller than pool_size: a small design space)
+                    m, f = measure_task(task, p, source, store, measurers.get(p), cfg, seed, bar.update)
+                    now[p.name][0] += m
+                    now[p.name][1] += f
+                for p in here:
+                    store.compact(p.name, task.key)
     return [CollectSummary(platform=name, tasks=len(catalog), measured_now=m, already_had=had[name],
                            failed_now=f, total_records=store.count(name), skipped=away.get(name, ""))
             for name, (m, f) in now.items()]

@@ -205,6 +205,13 @@ def ingest_ansor_dir(directory: str | Path, *, platform: str, store_root: str | 
                      quarantine_dir: str | Path, task_weights_path: str | Path | None = None,
                      chunk_size: int = 10_000, progress: bool = True) -> IngestSummary:
     """Stream every Ansor log under `directory` into `store_root` for `platform`, resumably."""
+    with RecordStore(store_root).exclusive_writer(f"ingest of {platform}"):
+        return _ingest_ansor_dir(directory, platform, store_root, quarantine_dir, task_weights_path,
+                                 chunk_size, progress)
+
+
+def _ingest_ansor_dir(directory, platform, store_root, quarantine_dir, task_weights_path, chunk_size,
+                      progress) -> IngestSummary:
     directory = Path(directory)
     if not directory.is_dir():
         raise NotADirectoryError(f"ingest directory not found: {directory}")

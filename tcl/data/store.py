@@ -9,13 +9,19 @@ lost or half-written, and a rerun sees exactly what was committed.
 A finished task's parts are compacted into one file (`compact`): fewer, larger files
 for DVC and Parquet. The compacted file names the batches it holds, so a crash
 between writing it and deleting the small parts loses and duplicates nothing.
+
+One process writes a store at a time (`exclusive_writer`): two collections started at
+once would measure the same programs twice and file both copies.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
+from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -39,11 +45,40 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+class StoreBusy(RuntimeError):
+    """Another process is writing this store."""
+
+
 class RecordStore:
     """All measured records under one root directory (tracked by DVC)."""
 
+    LOCK_NAME = ".writer.lock"  # in .dvcignore: not data
+
     def __init__(self, root: str | Path):
         self.root = Path(root)
+
+    @contextmanager
+    def exclusive_writer(self, who: str):
+        """Hold the store's writer lock, or fail at once naming the process that holds it.
+
+        An flock: the kernel frees it when its holder exits, SIGKILL included, so a killed
+        collection never leaves a stale lock behind.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / self.LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 300, 0).decode(errors="replace").strip() or "another process"
+                raise StoreBusy(f"{self.root} is being written by {holder}: wait for it to finish or stop "
+                                "it, then run again (what it committed is kept)") from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{who} (pid {os.getpid()}, since "
+                          f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} UTC)".encode(), 0)
+            yield self
+        finally:
+            os.close(fd)
 
     def platform_dir(self, platform: str) -> Path:
         return self.root / f"platform={platform}"

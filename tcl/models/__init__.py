@@ -8,6 +8,7 @@ flat (batch, feat_dim) vector (or the flattened sequence when built with seq_len
 
 from __future__ import annotations
 
+import torch
 import torch.nn as nn
 
 from tcl.models.mlp_model import MLPModel
@@ -19,13 +20,21 @@ MODELS: dict[str, type[nn.Module]] = {"tcl": TCLModel, "tlp": TLPModel, "mlp": M
                                      "tenset_mlp": TensetMLP}
 
 
-def build_model(name: str, feat_dim: int, seq_len: int | None, **hparams) -> nn.Module:
-    """Instantiate a registered cost model; unknown hyperparameters raise TypeError."""
+def build_model(name: str, feat_dim: int, seq_len: int | None, seed: int | None = None, **hparams) -> nn.Module:
+    """Instantiate a registered cost model; unknown hyperparameters raise TypeError.
+
+    With `seed`, the initial weights depend on it alone, not on what the process drew
+    from torch's generator before (a rerun in one process must train the same model).
+    """
     try:
         cls = MODELS[name]
     except KeyError:
         raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}") from None
-    return cls(feat_dim=feat_dim, seq_len=seq_len, **hparams)
+    if seed is None:
+        return cls(feat_dim=feat_dim, seq_len=seq_len, **hparams)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return cls(feat_dim=feat_dim, seq_len=seq_len, **hparams)
 
 
 __all__ = ["MODELS", "build_model", "TCLModel", "TLPModel", "MLPModel",

@@ -93,8 +93,9 @@ def sample_active(platform: Platform, params: dict[str, Any], settings: Sampling
 
     scorer = ModelScorer(pool.x, labels, pool.group, settings.model, settings.train_config(params, seed),
                          settings.hparams(params), settings.ensemble)
-    run = sample_rounds(settings.sampler(seed), pool.op_type, pool.task_key, settings.rate, settings.rounds,
-                        settings.first_batch, seed, scorer, label=measure, on_round=on_round)
+    with active.exclusive_writer(f"active sampling of {platform.name}"):
+        run = sample_rounds(settings.sampler(seed), pool.op_type, pool.task_key, settings.rate, settings.rounds,
+                            settings.first_batch, seed, scorer, label=measure, on_round=on_round)
     return run, pool, labels
 
 

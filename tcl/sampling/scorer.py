@@ -46,8 +46,10 @@ class ModelScorer:
         y = relabel_within(self.label, self.group, labelled)
         members = []
         for i in range(self.ensemble):
-            model = build_model(self.model, feat_dim=self.x.shape[2], seq_len=self.x.shape[1], **self.hparams)
-            fit(model, self.x[labelled], y, self.group[labelled], replace(self.train, seed=self.train.seed + i))
+            cfg = replace(self.train, seed=self.train.seed + i)
+            model = build_model(self.model, feat_dim=self.x.shape[2], seq_len=self.x.shape[1], seed=cfg.seed,
+                                **self.hparams)
+            fit(model, self.x[labelled], y, self.group[labelled], cfg)
             members.append(predict(model, self.x))
         stacked = np.stack(members)
         return Predictions(scores=stacked.mean(axis=0), ensemble=stacked if self.ensemble > 1 else None,

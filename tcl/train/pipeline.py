@@ -47,7 +47,7 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
     tokenizer = load_tokenizer(features_dir)
     data_version = dvc_data_version(Path("dvc.lock"))
     rows, cols = tokenizer.feature_shape
-    model = build_model(model_name, feat_dim=cols, seq_len=rows, **hparams)
+    model = build_model(model_name, feat_dim=cols, seq_len=rows, seed=tcfg.seed, **hparams)
     mlflow = init_mlflow(params)
     with mlflow.start_run(run_name=f"train-{model_name}-{platform.name}",
                           tags={"stage": "train", "platform": platform.name, "model": model_name}):
