@@ -42,6 +42,11 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
                        threads=int(cfg.get("threads", 1)))
     train, val, test = (load_split(features_dir, s) for s in ("train", "validation", "test"))
     pool_rows = len(train["x"])
+    if pool_rows == 0:
+        raise ValueError(f"platform '{platform.name}' has no training programs in {features_dir}/train.npz: "
+                         f"its {len(val['x'])} validation and {len(test['x'])} test programs are all it has "
+                         "(split.holdout_networks, split.min_val_tasks). Measure more tasks on it "
+                         "(collect) or leave it out of train.platforms")
     if sample_path is not None:
         train = restrict_to_sample(train, sample_path)
     tokenizer = load_tokenizer(features_dir)
