@@ -57,14 +57,7 @@ def ms_db(tmp_path_factory):
     work = tmp_path_factory.mktemp("ms_db")
     db = ms.database.JSONDatabase(work_dir=str(work))
 
-    def space(sch):  # a small design space: two sampled splits and a sampled unroll
-        block = sch.get_sblock("C")
-        i, j, _k = sch.get_loops(block)
-        i0, i1 = sch.split(i, sch.sample_perfect_tile(i, n=2))
-        j0, j1 = sch.split(j, sch.sample_perfect_tile(j, n=2))
-        sch.reorder(i0, j0, i1, j1)
-        sch.annotate(block, "meta_schedule.unroll_explicit", sch.sample_categorical([0, 16, 64], [0.3, 0.3, 0.4]))
-        return sch
+    from fixtures.ms_database.generate import space  # the committed fixture's design space
 
     generator = ms.space_generator.ScheduleFn(space, sch_rules=[], postprocs=[], mutator_probs={})
     ctx = ms.TuneContext(task.mod, target=target, space_generator=generator, search_strategy="replay-trace",
