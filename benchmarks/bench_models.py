@@ -60,35 +60,6 @@ def pick_eval_split(splits: dict[str, dict]) -> tuple[str, str]:
     return "train", "TRAIN (test and validation are empty: these numbers measure fit, not generalization)"
 
 
-def load_per_store(params: dict, platform: str, validated: Path, store_root: Path, cache: Path,
-                   splits: dict[str, dict], threads: int) -> tuple[dict[str, list], dict[str, Any], dict]:
-    """PerStoreFeature per split, row-aligned with the token arrays (checked), plus a summary."""
-    import pyarrow.parquet as pq
-
-    from tcl.features.dataset import platform_splits
-    from tcl.features.per_store import per_store_features, workload_dir
-
-    tables = platform_splits({platform: pq.read_table(validated)}, params, store_root)[platform]
-    feats, summary = {}, {"cache": str(cache), "missing": {}}
-    for name, table in tables.items():
-        arr = splits[name]
-        same = (table.num_rows == len(arr["label"])
-                and table.column("task_key").to_pylist() == arr["task_key"].tolist()
-                and np.allclose(np.asarray(table.column("label").to_pylist(), np.float32), arr["label"]))
-        if not same:
-            raise SystemExit(f"{validated} and the {name} features disagree (rows/tasks/labels): the features "
-                             f"are stale, run `dvc repro featurize` first")
-        start = time.perf_counter()
-        feats[name], errors = per_store_features(table, [workload_dir(store_root, platform)], cache, threads)
-        bad = [e for e in errors if e]
-        summary["missing"][name] = {"rows": len(bad), "first_errors": sorted(set(bad))[:3]}
-        summary[f"{name}_seconds"] = round(time.perf_counter() - start, 2)
-    sizes = [len(f) for fs in feats.values() for f in fs if f is not None]
-    summary["max_stores"] = max(sizes, default=1)
-    summary["mean_stores"] = float(np.mean(sizes)) if sizes else 0.0
-    return feats, summary, tables
-
-
 def featurize_rates(table, store_root: Path, platform: str, tokenizer, spec, n: int = 128) -> dict[str, float]:
     """Candidates/s (1 thread) of our tokenizer vs PerStoreFeature, on the same replayed candidates."""
     import tvm
@@ -200,7 +171,7 @@ def run(platform_name: str, params: dict[str, Any], *, epochs: int, seed: int, m
         infer_batch: int = 512, extract_threads: int = 1, log=print) -> dict[str, Any]:
     """Train and score every requested model; returns the result dict (see render())."""
     from tcl.features.dataset import load_split
-    from tcl.features.per_store import default_cache_path, pad_stores, sum_stores
+    from tcl.features.per_store import default_cache_path, pad_stores, per_store_splits, sum_stores
     from tcl.features.tokenizer import Tokenizer
     from tcl.platforms import get_platform
     from tcl.train.loop import TrainConfig
@@ -225,18 +196,26 @@ def run(platform_name: str, params: dict[str, Any], *, epochs: int, seed: int, m
                               "epochs": epochs, "seed": seed, "xgb_rounds": xgb_rounds,
                               "rows": {s: int(len(a["label"])) for s, a in splits.items()}, "models": []}
     token_x = {s: a["x"] for s, a in splits.items()}
-    psf = tables = None
+    psf = None
     if set(models) & set(PSF_MODELS):
         log("PerStoreFeature: loading/extracting ...")
-        feats, result["per_store"], tables = load_per_store(
-            params, platform_name, validated, store_root, default_cache_path(platform_name, features_root),
-            splits, extract_threads)
+        try:
+            feats, result["per_store"] = per_store_splits(platform_name, validated, store_root, splits,
+                                                          default_cache_path(platform_name, features_root),
+                                                          extract_threads)
+        except ValueError as e:
+            raise SystemExit(str(e)) from None
         width = result["per_store"]["max_stores"]
         psf = {"tenset_mlp": {s: pad_stores(f, width) for s, f in feats.items()},
                "xgb": {s: sum_stores(f) for s, f in feats.items()}}
     rates = {}
-    if tables is not None:
-        rates = featurize_rates(tables[eval_name], store_root, platform_name, tokenizer, platform.spec_vector)
+    if psf is not None:
+        import pyarrow.parquet as pq
+
+        from tcl.features.dataset import platform_splits
+
+        table = platform_splits({platform_name: pq.read_table(validated)}, params, store_root)[platform_name][eval_name]
+        rates = featurize_rates(table, store_root, platform_name, tokenizer, platform.spec_vector)
     for name in models:
         log(f"training {LABELS[name]} ...")
         if name == "xgb":

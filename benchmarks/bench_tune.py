@@ -1,23 +1,35 @@
-"""End-to-end tuning benchmark: the same network, trial budget and seed, tuned with
-TVM's default XGB cost model and with our registered models, side by side.
+"""End-to-end tuning benchmark: held-out networks, several seeds, TVM's cost models and ours side by side.
 
-Prints, per cost model: trials and wall seconds needed to reach XGB's final
-latency estimate, the estimate at equal trials, the cost model's share of tuning
-time, and the tuned network's latency against PyTorch eager on the same CPU (plus
-the numerics check). Saves the tuning-curve PNG (latency vs trials and vs seconds).
+For every network and seed, each cost model tunes the same network with the same trial
+budget, task scheduler and seed (the tune stage's code: `tcl.tvm.report.run_tuning_stage`,
+one MLflow run each). Then, per network and cost model, over the seeds (mean +- std):
+trials and wall seconds to reach the baseline's (XGB's) final latency estimate (and in
+how many seeds it was reached at all), the final estimate at equal trials, the cost
+model's share of tuning time, the tuned network's latency and its speed-up over PyTorch
+eager on the same CPU. Curves (mean best latency vs trials and vs seconds, one band per
+model) are saved as PNG, logged to MLflow and declared as DVC plots.
 
-    python benchmarks/bench_tune.py --network mobilenet_v2 --trials 256 --models xgb tcl tlp mlp
+    python benchmarks/bench_tune.py --networks resnet50 mobilenet_v2 --image-size 224 \\
+        --trials 256 --seeds 0 1 2 --models xgb random tcl tlp tenset_mlp
 
-Learned models come from the MLflow registry (run `dvc repro` first); pick a
-network that is not in the models' training data (params.yaml `split.holdout_networks`).
+Learned models come from the MLflow registry (run `dvc repro` first; Tenset-MLP needs
+`tenset_mlp` in train.models). Pick networks that are not in the models' training data
+(params.yaml `split.holdout_networks`). Writes <out>/summary.{json,md}, <out>/<network>.png
+and, per run, <out>/<network>/seed<k>/ (databases, compiled libraries, curves.csv).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import csv
 import json
+import math
 import sys
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -26,32 +38,157 @@ from tcl.config import load_params  # noqa: E402
 from tcl.platforms import get_platform  # noqa: E402
 from tcl.tvm.report import run_tuning_stage  # noqa: E402
 
+FIGURES = ("final_est_ms", "tuned_ms", "speedup_vs_reference", "cost_model_share", "wall_s")
+
+
+def read_curves(path: Path) -> dict[str, list[tuple[int, float, float]]]:
+    """cost model -> [(trial, seconds, estimated ms)] from a tuning run's curves.csv."""
+    out: dict[str, list[tuple[int, float, float]]] = {}
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            out.setdefault(row["cost_model"], []).append(
+                (int(row["trial"]), float(row["seconds"]), float(row["estimated_ms"])))
+    return out
+
+
+def _mean_std(values: list[float]) -> dict[str, float | None]:
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    if not vals:
+        return {"mean": None, "std": None, "n": 0}
+    return {"mean": float(np.mean(vals)), "std": float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0,
+            "n": len(vals)}
+
+
+def summarize(tables: dict[int, list[dict[str, Any]]], baseline: str) -> list[dict[str, Any]]:
+    """Per cost model, each figure's mean/std over seeds; reach-the-baseline figures over the seeds that reached it."""
+    models = [row["cost_model"] for row in next(iter(tables.values()))]
+    out = []
+    for model in models:
+        rows = [next(r for r in table if r["cost_model"] == model) for table in tables.values()]
+        entry: dict[str, Any] = {"cost_model": model, "seeds": len(rows)}
+        for key in FIGURES:
+            entry[key] = _mean_std([r[key] for r in rows])
+        for key in (f"trials_to_{baseline}_final", f"seconds_to_{baseline}_final"):
+            entry[key] = _mean_std([r[key] for r in rows])
+        entry[f"reached_{baseline}_final"] = sum(r[f"trials_to_{baseline}_final"] is not None for r in rows)
+        entry["trials"] = rows[0]["trials"]
+        entry["reference_ms"] = _mean_std([r["reference_ms"] for r in rows])
+        out.append(entry)
+    return out
+
+
+def _on_grid(points: list[tuple[int, float, float]], grid: np.ndarray, axis: int) -> np.ndarray:
+    """The curve's estimate (already best-so-far) at each grid value; NaN before its first point."""
+    xs = np.asarray([p[axis] for p in points], float)
+    ys = np.asarray([p[2] for p in points], float)
+    idx = np.searchsorted(xs, grid, side="right") - 1
+    return np.where(idx >= 0, ys[np.clip(idx, 0, None)], np.nan)
+
+
+def plot_network(curves: dict[int, dict[str, list]], path: Path, title: str) -> Path:
+    """Mean (line) and min-max over seeds (band) of the best estimate, vs trials and vs seconds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    models = list(next(iter(curves.values())))
+    for axis, ax, label in ((0, axes[0], "measured trials"), (1, axes[1], "tuning wall time (s)")):
+        end = max(p[axis] for runs in curves.values() for pts in runs.values() for p in pts)
+        grid = np.linspace(0, end, 200)
+        for model in models:
+            ys = np.stack([_on_grid(runs[model], grid, axis) for runs in curves.values()])
+            ok = ~np.isnan(ys).any(axis=0)
+            ax.plot(grid[ok], ys[:, ok].mean(axis=0), label=model)
+            ax.fill_between(grid[ok], ys[:, ok].min(axis=0), ys[:, ok].max(axis=0), alpha=0.2)
+        ax.set_xlabel(label)
+        ax.set_ylabel("estimated network latency (ms)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _fmt(stat: dict[str, Any], digits: int = 3) -> str:
+    if stat["mean"] is None:
+        return "-"
+    return f"{stat['mean']:.{digits}g} +- {stat['std']:.2g}"
+
+
+def render(summary: dict[str, list[dict[str, Any]]], baseline: str, seeds: list[int], trials: int) -> str:
+    head = ["network", "cost model", f"trials to {baseline} final", f"seconds to {baseline} final",
+            f"seeds reaching {baseline}", "final est. ms", "tuned ms", "x reference", "cost-model share"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for network, rows in summary.items():
+        for r in rows:
+            lines.append("| " + " | ".join([
+                network, r["cost_model"], _fmt(r[f"trials_to_{baseline}_final"]),
+                _fmt(r[f"seconds_to_{baseline}_final"]), f"{r[f'reached_{baseline}_final']}/{r['seeds']}",
+                _fmt(r["final_est_ms"]), _fmt(r["tuned_ms"]), _fmt(r["speedup_vs_reference"]),
+                _fmt(r["cost_model_share"], 2)]) + " |")
+    notes = [f"{trials} trials per cost model, seeds {seeds}; mean +- sample std over seeds; 'trials/seconds to "
+             f"{baseline} final' averages the seeds that reached {baseline}'s final estimate of the same seed."]
+    return "\n".join(lines) + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n"
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--platform", default="local-1c")
-    ap.add_argument("--network")
+    ap.add_argument("--networks", nargs="+", help="default: tune.network")
+    ap.add_argument("--image-size", type=int, help="image networks' input size (default workloads.image_size)")
+    ap.add_argument("--seq-len", type=int, help="token networks' sequence length (default workloads.seq_len)")
     ap.add_argument("--trials", type=int)
     ap.add_argument("--per-iter", type=int)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--models", nargs="+")
     ap.add_argument("--out", default="reports/bench_tune")
     args = ap.parse_args()
     params = load_params(args.params)
-    tune = params["tune"]
-    for key, value in (("network", args.network), ("trials", args.trials), ("num_trials_per_iter", args.per_iter),
-                       ("cost_models", args.models)):
+    tune, workloads = params["tune"], params.setdefault("workloads", {})
+    for key, value in (("trials", args.trials), ("num_trials_per_iter", args.per_iter), ("cost_models", args.models)):
         if value is not None:
             tune[key] = value
-    table = run_tuning_stage(get_platform(params, args.platform), params, args.out)
-    print(f"\n{tune['network']} on {args.platform}: {tune['trials']} trials per model, "
-          f"{tune['num_trials_per_iter']} per batch, seed {params.get('seed', 0)}")
-    cols = list(table[0])
-    print(" | ".join(cols))
-    for row in table:
-        print(" | ".join(f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c]) for c in cols))
-    print(f"curve: {Path(args.out) / (args.platform + '.png')}")
-    (Path(args.out) / "table.json").write_text(json.dumps(table, indent=2))
+    for key, value in (("image_size", args.image_size), ("seq_len", args.seq_len)):
+        if value is not None:
+            workloads[key] = value
+    platform = get_platform(params, args.platform)
+    out = Path(args.out)
+    baseline = tune.get("baseline", "xgb")
+    summary, pngs = {}, []
+    for network in args.networks or [tune["network"]]:
+        tables, curves = {}, {}
+        for seed in args.seeds:
+            run_params = copy.deepcopy(params)
+            run_params["seed"] = seed
+            run_params["tune"]["network"] = network
+            run_dir = out / Path(network).stem / f"seed{seed}"
+            tables[seed] = run_tuning_stage(platform, run_params, run_dir)
+            curves[seed] = read_curves(run_dir / platform.name / "curves.csv")
+        name = Path(network).stem
+        summary[name] = summarize(tables, baseline)
+        pngs.append(plot_network(curves, out / f"{name}.png",
+                                 f"{name} on {platform.name}: {tune['trials']} trials, seeds {args.seeds}"))
+    text = render(summary, baseline, args.seeds, int(tune["trials"]))
+    print(text)
+    (out / "summary.md").write_text(text)
+    (out / "summary.json").write_text(json.dumps({"platform": platform.name, "seeds": args.seeds,
+                                                  "trials": int(tune["trials"]), "workloads": workloads,
+                                                  "networks": summary}, indent=2))
+    from tcl.tracking import init_mlflow
+
+    mlflow = init_mlflow(params)
+    with mlflow.start_run(run_name=f"bench-tune-{platform.name}", tags={"stage": "bench_tune"}):
+        mlflow.log_params({"networks": ",".join(summary), "seeds": ",".join(map(str, args.seeds)),
+                           "trials": tune["trials"], "cost_models": ",".join(tune["cost_models"])})
+        for path in (*pngs, out / "summary.md", out / "summary.json"):
+            mlflow.log_artifact(str(path))
+    print("curves: " + ", ".join(str(p) for p in pngs))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from prefect import flow, get_run_logger
 
 from tcl.config import load_params
 from tcl.data.ingest import ingest_ansor_dir
+from tcl.data.store import atomic_write_bytes
 from tcl.platforms import get_platform
 
 STATUS = "_ingest_status.json"
@@ -38,7 +39,7 @@ def ingest_flow(params_path: str = "params.yaml", progress: bool = True) -> dict
                     platform, summary.files, summary.skipped, summary.ingested, summary.records_now,
                     summary.quarantined_now, summary.quarantine.get("path"), summary.total_records)
         result = {"skipped": False, **vars(summary)}
-    (store / STATUS).write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    atomic_write_bytes(store / STATUS, (json.dumps(result, indent=1, sort_keys=True) + "\n").encode())
     return result
 
 

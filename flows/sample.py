@@ -20,6 +20,7 @@ from prefect import flow, get_run_logger
 from tqdm.auto import tqdm
 
 from tcl.config import load_params
+from tcl.data.store import atomic_write_bytes
 from tcl.features.dataset import load_split, load_tokenizer
 from tcl.platforms import get_platform
 from tcl.sampling.offline import sample_offline, save_sample
@@ -67,7 +68,7 @@ def sample_flow(platform: str, params_path: str = "params.yaml", mode: str | Non
     save_sample(Path(out_root) / f"{platform}.npz", program_ids, run,
                 {"mode": mode, "strategy": settings.strategy, "rate": settings.rate})
     Path(report_root).mkdir(parents=True, exist_ok=True)
-    (Path(report_root) / f"{platform}.json").write_text(json.dumps(summary, indent=2))
+    atomic_write_bytes(Path(report_root) / f"{platform}.json", json.dumps(summary, indent=2).encode())
     mlflow = init_mlflow(params)
     with mlflow.start_run(run_name=f"sample-{platform}", tags={"stage": "sample", "platform": platform}):
         mlflow.log_params({k: summary[k] for k in ("mode", "strategy", "rate", "rounds", "pool_size")})

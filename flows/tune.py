@@ -2,6 +2,7 @@
 
     python -m flows.tune --platform local-1c                        # tune.network of params.yaml
     python -m flows.tune --platform local-1c --network my_net.pt2   # your own torch.export program
+    python -m flows.tune --platform local-1c --network my_net.onnx  # or ONNX (checked against ONNX Runtime)
 
 Each cost model's tuning database and compiled library (`<network>.so`) land in
 `<report dir>/<platform>/<cost model>/`, next to the comparison `<report dir>/<platform>.json`.
@@ -40,7 +41,7 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--platform", required=True, help="a platform declared in params.yaml")
     ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--network", help="a built-in network name or a torch.export .pt2 file")
+    ap.add_argument("--network", help="a built-in network name, a torch.export .pt2 file or an .onnx file")
     ap.add_argument("--trials", type=int, help="measurements per cost model (default tune.trials)")
     ap.add_argument("--out", default=None, help="report directory (default reports/tune, or "
                                                 "reports/tune/<network> with --network)")

@@ -123,3 +123,44 @@ def test_bench_models_runs_end_to_end(toy_store, params, host_platform, tmp_path
         assert 0 < r["top1_ratio_of_sums"] <= 1 and r["infer_per_s"] > 0 and r["featurize_per_s"] > 0, r
     assert (tmp_path / "features" / f"{host_platform.name}.per_store.npz").exists()
     assert "Tenset-MLP" in bench.render(result)
+
+
+def test_tenset_mlp_bundle_is_a_metaschedule_cost_model_that_sees_its_training_features(
+        toy_store, host_platform, tmp_path):
+    """Trained on stored records, saved, loaded, and used by MetaSchedule: at tuning time its
+    featurizer must give the very features it was trained on (else its scores mean nothing)."""
+    import json
+
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from tcl.features.per_store import PerStoreFeaturizer, context, replay
+    from tcl.train.bundle import ModelBundle
+    from tcl.tvm.cost_model import LearnedCostModel
+
+    store, table = toy_store
+    feats, _ = _features(store, table, host_platform.name)
+    x = pad_stores(feats)
+    labels = np.asarray(table.column("label").to_pylist(), np.float32)
+    groups = np.unique(table.column("task_key").to_pylist(), return_inverse=True)[1]
+    model = build_model("tenset_mlp", feat_dim=FEATURE_DIM, seq_len=x.shape[1], seed=0)
+    fit(model, x, labels, groups, TrainConfig(epochs=5, batch_size=64, seed=0))
+    bundle = ModelBundle("tenset_mlp", model, PerStoreFeaturizer(x.shape[1]), host_platform.name,
+                         host_platform.spec_vector, {})
+    loaded = ModelBundle.load(bundle.save(tmp_path / "bundle"))
+    assert isinstance(loaded.featurizer, PerStoreFeaturizer) and loaded.featurizer.max_stores == x.shape[1]
+
+    # The stored programs of one task, replayed as MetaSchedule candidates under a TuneContext.
+    key = table.column("task_key")[0].as_py()
+    rows = [i for i, k in enumerate(table.column("task_key").to_pylist()) if k == key and feats[i] is not None]
+    mod = tvm.ir.load_json((workload_dir(store.root, host_platform.name) / f"{key}.json").read_text())
+    cands, _ = replay(mod, [table.column("program")[i].as_py() for i in rows])
+    ctx = context(mod, tvm.target.Target(json.loads(table.column("target")[0].as_py())))
+    np.testing.assert_allclose(loaded.score_candidates(ctx, cands), predict(model, x[rows]), rtol=1e-5, atol=1e-6)
+
+    cost_model = LearnedCostModel(loaded, online_steps=2)
+    scores = cost_model.predict(ctx, cands)
+    assert scores.dtype == np.float64 and (scores >= 0).all() and len(set(np.round(scores, 9))) > 1
+    results = [ms.runner.RunnerResult(run_secs=[float(1 + i)], error_msg=None) for i in range(len(cands))]
+    cost_model.update(ctx, cands, results)  # online fine-tuning on per-store rows of any width
+    assert not np.allclose(cost_model.predict(ctx, cands), scores)

@@ -38,7 +38,7 @@ def _bundle(platform) -> ModelBundle:
 def _register(mlflow, bundle, tmp_path, score):
     from tcl.train.registry import log_and_register
 
-    x = bundle.tokenizer.transform([[{"kind": "Split", "nums": [1.0], "strs": []}]], [bundle.spec_vector])
+    x = bundle.featurizer.transform([[{"kind": "Split", "nums": [1.0], "strs": []}]], [bundle.spec_vector])
     with mlflow.start_run():
         return log_and_register(bundle, bundle.save(tmp_path / f"b{score}"), f"tcl-tcl-{bundle.platform}",
                                 score, x, tags={"platform": bundle.platform})

@@ -33,9 +33,9 @@ TINY = {
     "workloads": {"image_size": 16, "seq_len": 8},
     "validate": {"platforms": [P1, P2]},
     "split": {"holdout_networks": ["bert_tiny"], "min_val_tasks": 1},
-    "train": {"platforms": [P1, P2], "models": ["tcl", "mlp"], "epochs": 3},
+    "train": {"platforms": [P1, P2], "models": ["tcl", "tenset_mlp"], "epochs": 3},
     "sampling": {"platforms": [P2], "rate": 0.5, "rounds": 1, "model": "mlp", "epochs": 2},
-    "tune": {"platforms": [P1], "network": "tiny_cnn", "cost_models": ["xgb", "tcl"],
+    "tune": {"platforms": [P1], "network": "tiny_cnn", "cost_models": ["xgb", "tcl", "tenset_mlp"],
              "trials": 16, "num_trials_per_iter": 4},
 }
 
@@ -101,9 +101,9 @@ def test_dvc_repro_collects_validates_trains_registers_and_tunes(repo_copy):
     assert sampled[P2]["picked"] == round(0.5 * sampled[P2]["pool_size"]) > 0
 
     trained = json.loads((repo / f"reports/train/{P1}.json").read_text())
-    assert set(trained) == {"tcl", "mlp", "random"}
+    assert set(trained) == {"tcl", "tenset_mlp", "random"}
     assert 0 < trained["random"]["test_top1_ratio_of_sums"] <= 1
-    for name in ("tcl", "mlp"):
+    for name in ("tcl", "tenset_mlp"):
         metrics = trained[name]
         assert metrics["registered_model"] == f"tcl-{name}-{P1}" and metrics["champion"]
         assert 0 < metrics["test_top1_ratio_of_sums"] <= 1
@@ -120,11 +120,12 @@ def test_dvc_repro_collects_validates_trains_registers_and_tunes(repo_copy):
     assert on_sample and all(int(r.data.params["train_rows"]) == sampled[P2]["picked"] for r in on_sample)
 
     tuned = json.loads((repo / f"reports/tune/{P1}.json").read_text())
-    assert set(tuned) == {"xgb", "tcl"}
+    assert set(tuned) == {"xgb", "tcl", "tenset_mlp"}
+    assert tuned["tenset_mlp"]["model"]["registered_model"] == f"tcl-tenset_mlp-{P1}"
     for row in tuned.values():
         assert row["trials"] == 16
         assert row["max_abs_diff"] < 1e-4  # the tuned network computes what PyTorch computes
-        assert row["tuned_ms"] > 0 and row["torch_eager_ms"] > 0
+        assert row["tuned_ms"] > 0 and row["reference_ms"] > 0
     assert (repo / f"reports/tune/{P1}.png").stat().st_size > 10_000
 
     again = _run([sys.executable, "-m", "dvc", "repro"], repo, env)

@@ -1,4 +1,4 @@
-"""Tuning a user's own network: a torch.export file in, a loadable compiled library out."""
+"""Tuning a user's own network: a torch.export or ONNX file in, a loadable compiled library out."""
 
 from __future__ import annotations
 
@@ -23,6 +23,18 @@ class TinyNet(torch.nn.Module):
         return self.fc(torch.relu(self.conv(x)).flatten(1))
 
 
+def _export_onnx(path, input_shape=(1, 3, 8, 8), dynamic_batch=False):
+    torch.manual_seed(0)
+    torch.onnx.export(TinyNet().eval(), (torch.randn(*input_shape),), str(path), dynamo=False,
+                      input_names=["image"], dynamic_axes={"image": {0: "batch"}} if dynamic_batch else None)
+    return path
+
+
+@pytest.fixture(scope="module")
+def onnx_network(tmp_path_factory):
+    return _export_onnx(tmp_path_factory.mktemp("onnx") / "tiny_onnx_net.onnx")
+
+
 @pytest.fixture(scope="module")
 def user_network(tmp_path_factory):
     torch.manual_seed(0)
@@ -38,8 +50,26 @@ def test_a_user_network_file_is_loaded_with_its_example_inputs(user_network):
     assert "main" in [gv.name_hint for gv in net.relax_mod.functions]
 
 
+def test_an_onnx_file_is_imported_and_checked_against_onnx_runtime(onnx_network):
+    net = load_network(str(onnx_network), {})
+    assert net.name == "tiny_onnx_net" and net.reference_kind == "ONNX Runtime"
+    assert net.inputs[0].shape == (1, 3, 8, 8) and net.inputs[0].dtype == torch.float32
+    (out,) = net.reference(*net.inputs)
+    torch.manual_seed(0)
+    np.testing.assert_allclose(out.numpy(), TinyNet().eval()(net.inputs[0]).detach().numpy(), atol=1e-5)
+    assert "main" in [gv.name_hint for gv in net.relax_mod.functions]
+
+
+def test_an_onnx_file_with_a_dynamic_shape_is_refused_by_input_name(tmp_path):
+    path = _export_onnx(tmp_path / "dyn.onnx", dynamic_batch=True)
+    with pytest.raises(ValueError, match=r"dyn.onnx: input 'image' has shape \['batch', 3, 8, 8\]"):
+        load_network(str(path), {})
+
+
 @pytest.mark.parametrize("name, content, message", [
-    ("net.onnx", b"", "not a built-in network"),
+    ("net.tflite", b"", "not a built-in network"),
+    ("empty.onnx", b"", "cannot be read as an ONNX model"),
+    ("garbage.onnx", b"\x08\x07garbage\xff", "cannot be read as an ONNX model"),
     ("missing.pt2", None, "does not exist"),
     ("broken.pt2", b"PK\x03\x04 not really a zip", "cannot be read as a torch.export program"),
 ])
@@ -83,6 +113,20 @@ def test_user_network_is_tuned_from_scratch_and_its_library_runs(user_network, t
     expected = torch.export.load(str(user_network)).module()(x).detach().numpy()
     np.testing.assert_allclose(out.numpy(), expected, atol=1e-4)
     assert json.loads(records[0])  # the records are MetaSchedule's own JSON lines
+
+
+@pytest.mark.slow
+def test_an_onnx_network_is_tuned_and_matches_onnx_runtime(onnx_network, tmp_path, host_platform):
+    from tvm.s_tir import meta_schedule as ms
+
+    from tcl.tvm.compare import comparison_table, tune_side_by_side
+
+    (run,) = tune_side_by_side(str(onnx_network), host_platform, {"random": lambda: ms.cost_model.RandomModel(seed=0)},
+                               trials=4, work_root=tmp_path, seed=0, workload_cfg={}, num_trials_per_iter=2,
+                               runner_cfg={"number": 1, "repeat": 1})
+    assert run.e2e.max_abs_diff < 1e-4 and (tmp_path / "random" / "tiny_onnx_net.so").exists()
+    (row,) = comparison_table([run], "random")
+    assert row["reference"] == "ONNX Runtime" and row["reference_ms"] > 0
 
 
 def test_tensor_intrinsics_load_with_the_light_stack_and_inspect_is_restored():

@@ -47,7 +47,7 @@ import pyarrow.parquet as pq
 from tcl.data.ansor import STEP_KINDS as ANSOR_STEP_KINDS
 from tcl.data.quarantine import Quarantine
 from tcl.data.schema import RECORD_SCHEMA, SOURCES
-from tcl.data.store import RecordStore
+from tcl.data.store import RecordStore, atomic_write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -464,7 +464,9 @@ def validate_platform(platform: str, params: dict[str, Any], *, stores: list[str
     qpath = Path(quarantine_dir) / f"validate-{platform}.jsonl"
     for p in (validated.parent, report.parent, qpath.parent):
         p.mkdir(parents=True, exist_ok=True)
-    qpath.unlink(missing_ok=True)  # a validation is redone from scratch, never appended to
+    # Redone from scratch, never appended to; a killed run leaves no earlier output looking current.
+    for p in (qpath, validated, report, ge_report):
+        p.unlink(missing_ok=True)
 
     validator = Validator(cfg)
     summary = ValidationSummary(platform, max_failed_share=cfg.max_failed_share, parts=len(parts),
@@ -485,13 +487,12 @@ def validate_platform(platform: str, params: dict[str, Any], *, stores: list[str
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    report.write_text(json.dumps(summary.to_json(), indent=2, sort_keys=True) + "\n")
-    ge_report.write_text(json.dumps(ge_results, indent=1, default=str) + "\n")
+    atomic_write_bytes(report, (json.dumps(summary.to_json(), indent=2, sort_keys=True) + "\n").encode())
+    atomic_write_bytes(ge_report, (json.dumps(ge_results, indent=1, default=str) + "\n").encode())
     if summary.passed:
         os.replace(tmp, validated)
     else:
         tmp.unlink(missing_ok=True)
-        validated.unlink(missing_ok=True)  # never leave an earlier run's output looking current
     if track:
         log_to_mlflow(summary, cfg, params, report, ge_report)
     if not summary.passed:

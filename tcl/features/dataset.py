@@ -9,10 +9,12 @@ task and the same on every platform; nothing of the held-out networks is fitted 
 Output under `out_root`: `tokenizer.json`, `stats.json`, and per platform
 `<platform>/{train,validation,test}.npz` with `x` (N, rows+1, cols) float32, `label`,
 `group` (task index), `task_key`, `program_id`, `network`, `op_type`, `task_weight`, `mean_sec`.
+Every file is written atomically: a killed run leaves whole files (a rerun redoes them all).
 """
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..data.splits import DEFAULT_HOLDOUT, SPLITS, add_labels, task_networks_of, task_splits
+from ..data.store import atomic_write_bytes
 from ..platforms import Platform, load_platforms
 from .tokenizer import Tokenizer, sequence_stats
 
@@ -73,15 +76,22 @@ def featurize_platforms(platforms: list[Platform], params: dict[str, Any], valid
     for p in platforms:
         (out / p.name).mkdir(exist_ok=True)
         for name in SPLITS:
-            np.savez_compressed(out / p.name / f"{name}.npz", **_arrays(splits[p.name][name], tokenizer, p.spec_vector))
+            _save_npz(out / p.name / f"{name}.npz", _arrays(splits[p.name][name], tokenizer, p.spec_vector))
         stats["platforms"][p.name] = {
             "rows": {name: splits[p.name][name].num_rows for name in SPLITS},
             "tasks": {name: len(set(splits[p.name][name].column("task_key").to_pylist())) for name in SPLITS},
             "hardware_row": [round(float(v), 4) for v in tokenizer.hardware.transform(p.spec_vector, len(p.spec_vector))[0]],
             "sequence": sequence_stats(tables[p.name].column("steps").to_pylist()),
         }
-    (out / "stats.json").write_text(json.dumps(stats, indent=2, default=float))
+    atomic_write_bytes(out / "stats.json", json.dumps(stats, indent=2, default=float).encode())
     return stats
+
+
+def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """A split's arrays, atomically: a reader never meets a torn archive."""
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def platform_splits(tables: dict[str, pa.Table], params: dict[str, Any],

@@ -23,7 +23,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -37,7 +37,7 @@ EXTRACTOR_CONFIG = {"buffers_per_store": 5, "arith_intensity_curve_num_samples":
 
 
 def default_cache_path(platform: str, features_root: str | Path = "data/features") -> Path:
-    """Next to (not inside) the featurize stage's DVC output, so DVC never sees it as modified."""
+    """Beside the platform's features; .dvcignore keeps it out of the featurize stage's output."""
     return Path(features_root) / f"{platform}.per_store.npz"
 
 
@@ -247,3 +247,81 @@ def sum_stores(feats: Sequence[np.ndarray | None]) -> np.ndarray:
         if f is not None and len(f):
             out[i] = f.sum(axis=0)
     return out
+
+
+def per_store_splits(platform: str, validated: str | Path, store_root: str | Path,
+                     token_splits: dict[str, dict[str, np.ndarray]], cache_path: str | Path | None = None,
+                     num_threads: int = 1) -> tuple[dict[str, list[np.ndarray | None]], dict[str, Any]]:
+    """PerStoreFeature of every split, row for row with the featurize stage's token arrays, plus a summary.
+
+    Rows are matched by program id against the platform's validated records (the program, its
+    task and target are all the features depend on), so the splits are exactly the featurize
+    stage's; a program the records lack means stale features and fails loudly.
+    """
+    import time
+
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(validated, columns=[*COLUMNS, "program_id"])
+    row_of: dict[str, int] = {}
+    for i, pid in enumerate(table.column("program_id").to_pylist()):
+        row_of.setdefault(pid, i)
+    feats, summary = {}, {"cache": str(cache_path or ""), "missing": {}}
+    for name, arr in token_splits.items():
+        rows = [row_of.get(pid) for pid in arr["program_id"].tolist()]
+        if None in rows:
+            raise ValueError(f"{validated} lacks {rows.count(None)} program(s) of the {name} features of "
+                             f"{platform}: the features are stale, run `dvc repro featurize` first")
+        part = table.take(pa.array(rows, pa.int64()))
+        start = time.perf_counter()
+        feats[name], errors = per_store_features(part, [workload_dir(store_root, platform)], cache_path,
+                                                 num_threads)
+        bad = [e for e in errors if e]
+        summary["missing"][name] = {"rows": len(bad), "first_errors": sorted(set(bad))[:3]}
+        summary[f"{name}_seconds"] = round(time.perf_counter() - start, 2)
+    sizes = [len(f) for fs in feats.values() for f in fs if f is not None]
+    summary["max_stores"] = max(sizes, default=1)
+    summary["mean_stores"] = float(np.mean(sizes)) if sizes else 0.0
+    return feats, summary
+
+
+class PerStoreFeaturizer:
+    """The model input of Tenset-MLP for MetaSchedule candidates: TVM's own extractor, padded stores.
+
+    Plays the tokenizer's part in a model bundle. It has nothing fitted: TVM's features are
+    already log-scaled, and the model sums over however many stores a program has, so
+    `max_stores` (the training width) is recorded for information and the padding only
+    has to be wide enough for the batch at hand.
+    """
+
+    input_kind = "per_store"
+
+    def __init__(self, max_stores: int = 1):
+        self.max_stores = int(max_stores)
+
+    @property
+    def feature_shape(self) -> tuple[int, int]:
+        return self.max_stores, FEATURE_DIM
+
+    def featurize_candidates(self, context, candidates: Sequence, spec_vector: Any = None) -> np.ndarray:
+        """(N, stores, 164) float32 for candidates of one TuneContext (its target decides the features)."""
+        feats = [f.numpy().astype(np.float32).reshape(-1, FEATURE_DIM)
+                 for f in extractor().extract_from(context, list(candidates))]
+        return pad_stores(feats)
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"format": "tcl-per-store-1", "max_stores": self.max_stores,
+                                    **_meta()}, indent=1) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "PerStoreFeaturizer":
+        info = json.loads(Path(path).read_text())
+        if info.get("format") != "tcl-per-store-1":
+            raise ValueError(f"{path}: not a per-store featurizer file")
+        if info.get("extractor") != EXTRACTOR_CONFIG:
+            raise ValueError(f"{path}: trained on PerStoreFeature{info.get('extractor')}, this code extracts "
+                             f"PerStoreFeature{EXTRACTOR_CONFIG}")
+        return cls(info["max_stores"])

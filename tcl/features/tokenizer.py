@@ -80,6 +80,8 @@ def _by_frequency(counts: Counter) -> list[str]:
 class Tokenizer:
     """Fitted vocabularies + scales; `transform` turns step lists into feature matrices."""
 
+    input_kind = "tokens"  # what a bundle's model reads (see tcl.train.bundle)
+
     def __init__(self, rows: int = 25, cols: int = 22, kind_cols: int | None = None,
                  skip_kinds: Iterable[str] = ()):
         kind_cols = cols // 2 if kind_cols is None else kind_cols
@@ -215,6 +217,10 @@ class Tokenizer:
     def featurize_traces(self, traces: Sequence[Any], spec_vector: Any) -> np.ndarray:
         """Fast path for tuning: MetaSchedule Trace objects (or candidates/schedules/trace JSON)."""
         return self.transform([trace_steps(t) for t in traces], spec_vector)
+
+    def featurize_candidates(self, context: Any, candidates: Sequence[Any], spec_vector: Any) -> np.ndarray:
+        """A cost model's input from MetaSchedule candidates (the trace is all it reads; no lowering)."""
+        return self.featurize_traces([c.sch.trace for c in candidates], spec_vector)
 
     # ---- persistence --------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -35,6 +35,7 @@ class SizedModel(nn.Module):
     """Shared bits of every cost model: size reporting and its constructor arguments."""
 
     hparams: dict
+    input_kind = "tokens"  # what it reads: our schedule-primitive tokens, or "per_store" (TVM's features)
 
     def param_count(self, trainable_only: bool = False) -> int:
         return param_count(self, trainable_only)
@@ -113,7 +114,10 @@ class TCLModel(SizedModel):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(batch, seq_len, feat_dim) float32 -> (batch,) scores, higher = faster."""
-        rows = self.row_scores(x)
+        return self.pool_rows(self.row_scores(x))
+
+    def pool_rows(self, rows: torch.Tensor) -> torch.Tensor:
+        """(batch, seq_len) row scores -> (batch,) program scores (CKD's columns pool the same way)."""
         if self.pool == "sum":
             return rows.sum(dim=1)
         if self.pool == "mean":

@@ -26,6 +26,8 @@ PER_STORE_DIM = 164
 class TensetMLP(SizedModel):
     """Per-store encoder -> masked sum over stores -> 2 residual layers -> linear score."""
 
+    input_kind = "per_store"
+
     def __init__(self, feat_dim: int = PER_STORE_DIM, seq_len: int | None = None, hidden: int = 256,
                  res_blocks: int = 2, activation: str = "relu"):
         super().__init__()

@@ -1,9 +1,10 @@
 """A trained cost model together with everything needed to score programs with it.
 
-The weights alone are useless to TVM: scoring a candidate needs the tokenizer
-(vocabularies, normalization, crop sizes) fitted with the model, and the hardware
-row needs the platform's specs. A bundle is a directory holding all three, which
-MLflow stores as one artifact and TVM loads as one cost model.
+The weights alone are useless to TVM: scoring a candidate needs the featurizer the
+model was trained with (our tokenizer: vocabularies, normalization, crop sizes; or
+TVM's PerStoreFeature for Tenset-MLP), and the hardware row needs the platform's
+specs. A bundle is a directory holding all three, which MLflow stores as one
+artifact and TVM loads as one cost model.
 """
 
 from __future__ import annotations
@@ -16,18 +17,21 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from ..features.per_store import PerStoreFeaturizer
 from ..features.tokenizer import Tokenizer
 from ..models import build_model
 from .loop import predict
 
 BUNDLE_FILE = "bundle.json"
+FEATURIZERS = {cls.input_kind: cls for cls in (Tokenizer, PerStoreFeaturizer)}
+FEATURIZER_FILE = {"tokens": "tokenizer.json", "per_store": "per_store.json"}
 
 
 @dataclass
 class ModelBundle:
     model_name: str
     model: torch.nn.Module
-    tokenizer: Tokenizer
+    featurizer: Tokenizer | PerStoreFeaturizer
     platform: str
     spec_vector: list[float]
     meta: dict[str, Any]
@@ -35,22 +39,27 @@ class ModelBundle:
     def score_steps(self, steps_lists: Sequence, spec_vectors: Any = None) -> np.ndarray:
         """Scores (higher = faster) of schema step sequences, on this bundle's platform by default."""
         specs = spec_vectors if spec_vectors is not None else [self.spec_vector] * len(steps_lists)
-        return predict(self.model, self.tokenizer.transform(steps_lists, specs))
+        return predict(self.model, self.featurizer.transform(steps_lists, specs))
 
-    def score_traces(self, traces: Sequence, spec_vector: Any = None) -> np.ndarray:
-        """Scores of MetaSchedule traces (tvm Trace objects or trace JSON)."""
+    def featurize_candidates(self, context, candidates: Sequence, spec_vector: Any = None) -> np.ndarray:
+        """The model's input for MetaSchedule candidates of one TuneContext."""
         spec = self.spec_vector if spec_vector is None else spec_vector
-        return predict(self.model, self.tokenizer.featurize_traces(traces, spec))
+        return self.featurizer.featurize_candidates(context, candidates, spec)
+
+    def score_candidates(self, context, candidates: Sequence, spec_vector: Any = None) -> np.ndarray:
+        """Scores (higher = faster) of MetaSchedule candidates, as a cost model's predict needs them."""
+        return predict(self.model, self.featurize_candidates(context, candidates, spec_vector))
 
     def save(self, directory: str | Path) -> Path:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         torch.save(self.model.state_dict(), directory / "model.pt")
-        self.tokenizer.save(directory / "tokenizer.json")
+        kind = self.featurizer.input_kind
+        self.featurizer.save(directory / FEATURIZER_FILE[kind])
         hparams = {k: v for k, v in self.model.hparams.items() if k not in ("feat_dim", "seq_len")}
-        rows, cols = self.tokenizer.feature_shape
+        rows, cols = self.featurizer.feature_shape
         (directory / BUNDLE_FILE).write_text(json.dumps({
-            "model_name": self.model_name, "hparams": hparams, "feature_shape": [rows, cols],
+            "model_name": self.model_name, "hparams": hparams, "features": kind, "feature_shape": [rows, cols],
             "platform": self.platform, "spec_vector": self.spec_vector, "meta": self.meta}, indent=2))
         return directory
 
@@ -61,9 +70,13 @@ class ModelBundle:
         if not path.exists():
             raise FileNotFoundError(f"{directory}: not a model bundle (no {BUNDLE_FILE})")
         info = json.loads(path.read_text())
+        kind = info.get("features", "tokens")
+        if kind not in FEATURIZERS:
+            raise ValueError(f"{path}: unknown features {kind!r} (known: {sorted(FEATURIZERS)})")
         rows, cols = info["feature_shape"]
         model = build_model(info["model_name"], feat_dim=cols, seq_len=rows, **info["hparams"])
         model.load_state_dict(torch.load(directory / "model.pt", map_location="cpu", weights_only=True))
         model.eval()
-        return cls(model_name=info["model_name"], model=model, tokenizer=Tokenizer.load(directory / "tokenizer.json"),
+        return cls(model_name=info["model_name"], model=model,
+                   featurizer=FEATURIZERS[kind].load(directory / FEATURIZER_FILE[kind]),
                    platform=info["platform"], spec_vector=info["spec_vector"], meta=info.get("meta", {}))

@@ -2,18 +2,22 @@
 
 LambdaRank compares programs of the same task, so a batch is packed from whole
 task groups (shuffled each epoch) rather than from shuffled rows. Adam with a
-cosine schedule, as in the TLP/TCL papers; deterministic under a seed.
+cosine schedule, as in the TLP/TCL papers; deterministic under a seed. With a
+checkpoint path, a killed training resumes after its last finished epoch and ends
+with the weights of an uninterrupted run (tcl.train.checkpoint).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import torch
 
 from ..models.losses import rank_loss
+from .checkpoint import Checkpoint, TrainState, fingerprint
 
 
 @dataclass
@@ -30,7 +34,8 @@ class TrainConfig:
 
 @dataclass
 class History:
-    train_loss: list[float] = field(default_factory=list)
+    train_loss: list[float] = field(default_factory=list)  # every epoch's, resumed ones included
+    start_epoch: int = 0  # the first epoch this call trained: > 0 when it resumed from a checkpoint
 
 
 def group_batches(groups: np.ndarray, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -51,24 +56,30 @@ def group_batches(groups: np.ndarray, batch_size: int, rng: np.random.Generator)
 
 
 def fit(model: torch.nn.Module, x: np.ndarray, labels: np.ndarray, groups: np.ndarray, cfg: TrainConfig,
-        on_epoch: Callable[[int, float], None] | None = None, extra_loss: Callable[[], torch.Tensor] | None = None
-        ) -> History:
-    """Train `model` in place; `on_epoch(epoch, mean_loss)` is called after each epoch."""
+        on_epoch: Callable[[int, float], None] | None = None, extra_loss: Callable[[], torch.Tensor] | None = None,
+        checkpoint: str | Path | None = None) -> History:
+    """Train `model` in place; `on_epoch(epoch, mean_loss)` is called after each epoch.
+
+    With `checkpoint`, the training state is saved there after every epoch, and a checkpoint
+    of this same training found there is resumed from its next epoch.
+    """
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
-    rng = np.random.default_rng(cfg.seed)
     dev = torch.device(cfg.device)
+    ckpt = Checkpoint(checkpoint, fingerprint(model, cfg, x, labels, groups)) if checkpoint else None
     model.to(dev)
     xt = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(dev)
     yt = torch.from_numpy(np.asarray(labels, dtype=np.float32)).to(dev)
     gt = torch.from_numpy(np.asarray(groups, dtype=np.int64)).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(cfg.epochs, 1))
-    history = History()
-    model.train()
-    for epoch in range(cfg.epochs):
+    state = TrainState(model, opt, torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(cfg.epochs, 1)),
+                       np.random.default_rng(cfg.seed), dev)
+    resumed = ckpt.restore(state) if ckpt else []
+    history = History(train_loss=resumed, start_epoch=len(resumed))
+    for epoch in range(history.start_epoch, cfg.epochs):
+        model.train()  # on_epoch may have evaluated it
         losses = []
-        for idx in group_batches(np.asarray(groups), cfg.batch_size, rng):
+        for idx in group_batches(np.asarray(groups), cfg.batch_size, state.rng):
             ii = torch.from_numpy(idx).to(dev)
             loss = rank_loss(model(xt[ii]), yt[ii], gt[ii], kind=cfg.loss)
             if extra_loss is not None:
@@ -77,11 +88,13 @@ def fit(model: torch.nn.Module, x: np.ndarray, labels: np.ndarray, groups: np.nd
             loss.backward()
             opt.step()
             losses.append(float(loss.detach()))
-        sched.step()
+        state.scheduler.step()
         mean = float(np.mean(losses)) if losses else float("nan")
         history.train_loss.append(mean)
         if on_epoch is not None:
             on_epoch(epoch, mean)
+        if ckpt is not None:
+            ckpt.save(state, history.train_loss)
     model.eval()
     return history
 

@@ -4,8 +4,15 @@ The metrics JSON also carries a random scorer's held-out top-k (`random`, the fl
 and the validation/test task counts.
 
 Each run logs params, per-epoch training loss and validation top-1, the held-out
-(test) ranking metrics, and the bundle (weights + tokenizer + platform specs) as a
-registered pyfunc model `<prefix>-<model>-<platform>`.
+(test) ranking metrics, and the bundle (weights + featurizer + platform specs) as a
+registered pyfunc model `<prefix>-<model>-<platform>`. Tenset-MLP (`tenset_mlp`) trains
+on TVM's PerStoreFeature of the same rows (tcl/train/inputs.py), the others on the
+featurize stage's tokens.
+
+Training checkpoints every epoch under `train.checkpoint_dir` (per platform and model):
+a killed training resumes from its last finished epoch (the run's `resumed_from_epoch`
+param says where; 0 is a fresh start, and the resumed run also carries the earlier
+epochs' train_loss). The checkpoint is deleted once the model is registered.
 """
 
 from __future__ import annotations
@@ -18,13 +25,15 @@ from typing import Any
 import numpy as np
 
 from ..data.card import dvc_data_version
-from ..features.dataset import load_split, load_tokenizer
+from ..data.store import atomic_write_bytes
+from ..features.dataset import load_split
 from ..models import build_model, param_count, size_on_disk
 from ..platforms import Platform
 from ..tracking import init_mlflow
 from ..sampling.offline import restrict_to_sample
 from .bundle import ModelBundle
 from .evaluate import random_scorer_metrics, ranking_metrics
+from .inputs import model_inputs
 from .loop import TrainConfig, fit, predict
 from .registry import log_and_register, registered_name
 
@@ -47,11 +56,13 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
                          f"its {len(val['x'])} validation and {len(test['x'])} test programs are all it has "
                          "(split.holdout_networks, split.min_val_tasks). Measure more tasks on it "
                          "(collect) or leave it out of train.platforms")
+    splits, featurizer = model_inputs(model_name, platform.name, params, features_dir,
+                                      {"train": train, "validation": val, "test": test})
+    train, val, test = splits["train"], splits["validation"], splits["test"]
     if sample_path is not None:
         train = restrict_to_sample(train, sample_path)
-    tokenizer = load_tokenizer(features_dir)
     data_version = dvc_data_version(Path("dvc.lock"))
-    rows, cols = tokenizer.feature_shape
+    rows, cols = featurizer.feature_shape
     model = build_model(model_name, feat_dim=cols, seq_len=rows, seed=tcfg.seed, **hparams)
     mlflow = init_mlflow(params)
     with mlflow.start_run(run_name=f"train-{model_name}-{platform.name}",
@@ -71,16 +82,19 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
                 mlflow.log_metric("val_top1", m["top1_ratio_of_sums"], step=epoch)
                 mlflow.log_metric("val_pairwise_accuracy", m["pairwise_accuracy"], step=epoch)
 
+        ckpt = checkpoint_path(params, platform.name, model_name)
         start = time.perf_counter()
-        fit(model, train["x"], train["label"], train["group"], tcfg, on_epoch)
+        history = fit(model, train["x"], train["label"], train["group"], tcfg, on_epoch, checkpoint=ckpt)
         seconds = time.perf_counter() - start
+        _log_resumed(mlflow, history)
         metrics = {f"test_{k}": v for k, v in ranking_metrics(test, predict(model, test["x"])).items()}
         val_metrics = ranking_metrics(val, predict(model, val["x"]), ks=(1,)) if len(val["x"]) else {}
         metrics.update({f"val_{k}": v for k, v in val_metrics.items()})
-        metrics.update({"train_seconds": seconds, "seconds_per_epoch": seconds / max(tcfg.epochs, 1),
+        trained_epochs = tcfg.epochs - history.start_epoch
+        metrics.update({"train_seconds": seconds, "seconds_per_epoch": seconds / max(trained_epochs, 1),
                         "param_count": param_count(model), "size_mb": size_on_disk(model) / 1e6})
         mlflow.log_metrics({k: v for k, v in metrics.items() if np.isfinite(v)})
-        bundle = ModelBundle(model_name=model_name, model=model, tokenizer=tokenizer, platform=platform.name,
+        bundle = ModelBundle(model_name=model_name, model=model, featurizer=featurizer, platform=platform.name,
                              spec_vector=platform.spec_vector, meta={"train_rows": int(len(train["x"]))})
         bundle_dir = bundle.save(Path(out_dir) / model_name)
         name = registered_name(params["registry"]["prefix"], platform.name, model_name)
@@ -89,7 +103,21 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
                                              train["x"][:4], tags={"platform": platform.name, "model": model_name,
                                                                    "data_version": data_version})
         metrics.update({"registered_model": name, "version": version, "champion": promoted})
+    ckpt.unlink(missing_ok=True)
     return metrics
+
+
+def checkpoint_path(params: dict[str, Any], platform: str, model_name: str) -> Path:
+    """Where the training of `model_name` on `platform` keeps its per-epoch checkpoint."""
+    root = Path((params.get("train") or {}).get("checkpoint_dir") or "tmp/checkpoints")
+    return root / platform / f"{model_name}.pt"
+
+
+def _log_resumed(mlflow, history) -> None:
+    """Where training started, and the losses of epochs a killed run finished (steps as then)."""
+    mlflow.log_param("resumed_from_epoch", history.start_epoch)
+    for epoch, loss in enumerate(history.train_loss[:history.start_epoch]):
+        mlflow.log_metric("train_loss", loss, step=epoch)
 
 
 def train_platform(platform: Platform, params: dict[str, Any], features_dir: str | Path,
@@ -103,5 +131,5 @@ def train_platform(platform: Platform, params: dict[str, Any], features_dir: str
                          "validation_tasks": int(len(set(split["validation"]["task_key"]))),
                          "test_tasks": int(len(set(split["test"]["task_key"])))}
     Path(metrics_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(metrics_path).write_text(json.dumps(results, indent=2, default=str))
+    atomic_write_bytes(Path(metrics_path), json.dumps(results, indent=2, default=str).encode())
     return results

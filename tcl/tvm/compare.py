@@ -4,7 +4,7 @@ Same network, platform, trial budget and seed for every model. The comparison
 answers what a user asks: how many trials and seconds does each model need to
 reach the baseline's final latency, what latency does each reach with equal
 trials, how much of the tuning time is the cost model, and how fast is the tuned
-network against PyTorch eager on the same CPU.
+network against its reference (PyTorch eager, or ONNX Runtime) on the same CPU.
 """
 
 from __future__ import annotations
@@ -48,8 +48,9 @@ def comparison_table(runs: list[ModelRun], baseline: str) -> list[dict[str, Any]
             f"seconds_to_{baseline}_final": round(reach.seconds, 1) if reach else None,
             "cost_model_share": round(run.result.cost_model_share, 4),
             "tuned_ms": run.e2e.tvm_latency_ms,
-            "torch_eager_ms": run.e2e.torch_latency_ms,
-            "speedup_vs_torch": run.e2e.torch_latency_ms / run.e2e.tvm_latency_ms,
+            "reference": run.e2e.reference,
+            "reference_ms": run.e2e.reference_latency_ms,
+            "speedup_vs_reference": run.e2e.reference_latency_ms / run.e2e.tvm_latency_ms,
             "max_abs_diff": run.e2e.max_abs_diff,
         })
     return rows
@@ -59,16 +60,16 @@ def tune_side_by_side(network: str, platform, cost_models: dict[str, Callable[[]
                       work_root: str | Path, seed: int, workload_cfg: dict[str, Any],
                       num_trials_per_iter: int, runner_cfg: dict | None = None, resume: bool = False,
                       on_run: Callable[[ModelRun], None] | None = None) -> list[ModelRun]:
-    """Tune `network` (a built-in name or a .pt2 file) once per cost model (each factory builds a fresh
+    """Tune `network` (a built-in name, a .pt2 or an .onnx file) once per cost model (each factory builds a fresh
     model); compile and check each. `<work_root>/<model>/` keeps its tuning database and the compiled
     library `<network>.so`."""
     from ..workloads import fuse_for_tuning, load_network
-    from .e2e import compile_and_check, torch_latency_ms
+    from .e2e import compile_and_check, reference_latency_ms
     from .tuning import tune_network
 
     net = load_network(network, workload_cfg)
     fused = fuse_for_tuning(net.relax_mod, platform.tvm_target())
-    torch_ms = torch_latency_ms(net.reference, net.inputs, platform.threads)  # the same reference for every model
+    reference_ms = reference_latency_ms(net.reference, net.inputs, platform.threads)  # the same for every model
     runs = []
     for name, factory in cost_models.items():
         work_dir = Path(work_root) / name
@@ -76,8 +77,9 @@ def tune_side_by_side(network: str, platform, cost_models: dict[str, Callable[[]
                               trials=trials, work_dir=work_dir, seed=seed,
                               num_trials_per_iter=num_trials_per_iter, runner_cfg=runner_cfg, resume=resume)
         run = ModelRun(name, result, compile_and_check(result.database, net.relax_mod, platform, net.reference,
-                                                       net.inputs, torch_ms,
-                                                       library_path=str(work_dir / f"{net.name}.so")))
+                                                       net.inputs, reference_ms,
+                                                       library_path=str(work_dir / f"{net.name}.so"),
+                                                       reference=net.reference_kind))
         runs.append(run)
         if on_run is not None:
             on_run(run)

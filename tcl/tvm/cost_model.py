@@ -2,8 +2,9 @@
 
     ms.relax_integration.tune_relax(..., cost_model=tcl.tvm.cost_model.cost_model("models:/tcl-tcl-host-avx512-2c@champion"))
 
-`predict` featurizes the candidates' traces with the bundle's tokenizer (no
-lowering) and scores them in one batch. Scores are mapped through softplus: the
+`predict` featurizes the candidates with the bundle's featurizer (our tokenizer reads
+the trace alone, no lowering; Tenset-MLP's is TVM's PerStoreFeature) and scores them
+in one batch. Scores are mapped through softplus: the
 evolutionary search clamps scores at 0 and samples parents in proportion to
 them, so they must be non-negative, and a fixed monotone map keeps scores of
 different predict calls comparable (a per-batch shift would not).
@@ -31,7 +32,7 @@ def load_bundle(uri: str) -> ModelBundle:
 
 @derived_object
 class LearnedCostModel(PyCostModel):
-    """Scores MetaSchedule candidates with a TCL/TLP/MLP bundle."""
+    """Scores MetaSchedule candidates with a TCL/TLP/MLP/Tenset-MLP bundle."""
 
     def __init__(self, bundle: ModelBundle, spec_vector=None, online_steps: int = 0, lr: float = 1e-4):
         import torch
@@ -42,7 +43,7 @@ class LearnedCostModel(PyCostModel):
         self.spec_vector = list(spec_vector) if spec_vector is not None else bundle.spec_vector
         self.online_steps = int(online_steps)
         self.lr = float(lr)
-        self._seen: dict[str, tuple[list, list]] = {}  # task name -> (traces, latencies)
+        self._seen: dict[str, tuple[list, list]] = {}  # task name -> (feature rows, latencies)
 
     def load(self, path: str) -> None:
         self.bundle = ModelBundle.load(path)
@@ -53,27 +54,29 @@ class LearnedCostModel(PyCostModel):
     def predict(self, context, candidates) -> np.ndarray:
         if not candidates:
             return np.zeros(0, dtype="float64")
-        scores = self.bundle.score_traces([c.sch.trace for c in candidates], self.spec_vector)
+        scores = self.bundle.score_candidates(context, candidates, self.spec_vector)
         return np.logaddexp(0.0, scores).astype("float64")
 
     def update(self, context, candidates, results) -> None:
         if self.online_steps <= 0:
             return
-        traces, lats = self._seen.setdefault(str(context.task_name), ([], []))
-        for cand, res in zip(candidates, results):
-            if res.error_msg is None and res.run_secs:
-                traces.append(cand.sch.trace)
-                lats.append(float(np.mean([float(x) for x in res.run_secs])))
+        rows, lats = self._seen.setdefault(str(context.task_name), ([], []))
+        done = [(c, r) for c, r in zip(candidates, results) if r.error_msg is None and r.run_secs]
+        if done:
+            rows.extend(self.bundle.featurize_candidates(context, [c for c, _ in done], self.spec_vector))
+            lats.extend(float(np.mean([float(x) for x in r.run_secs])) for _, r in done)
         if len(lats) >= 2:
-            self._fine_tune(traces, np.asarray(lats))
+            self._fine_tune(rows, np.asarray(lats))
 
-    def _fine_tune(self, traces, latencies: np.ndarray) -> None:
+    def _fine_tune(self, rows: list[np.ndarray], latencies: np.ndarray) -> None:
         import torch
 
+        from ..features.per_store import pad_stores
         from ..models.losses import rank_loss
 
         model = self.bundle.model
-        x = torch.from_numpy(self.bundle.tokenizer.featurize_traces(traces, self.spec_vector))
+        x = torch.from_numpy(pad_stores(rows) if self.bundle.featurizer.input_kind == "per_store"
+                             else np.stack(rows))
         y = torch.from_numpy((latencies.min() / latencies).astype(np.float32))
         g = torch.zeros(len(y), dtype=torch.int64)
         opt = torch.optim.Adam(model.parameters(), lr=self.lr)

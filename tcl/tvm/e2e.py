@@ -1,5 +1,6 @@
-"""Compile a tuned network, check it against PyTorch, time both on this machine, and save
-the compiled library (what a user deploys: `tvm.runtime.load_module` + `relax.VirtualMachine`)."""
+"""Compile a tuned network, check it against its reference (PyTorch eager, or ONNX Runtime for
+an ONNX file), time both on this machine, and save the compiled library (what a user deploys:
+`tvm.runtime.load_module` + `relax.VirtualMachine`)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ import numpy as np
 @dataclass(frozen=True)
 class EndToEnd:
     tvm_latency_ms: float
-    torch_latency_ms: float
+    reference_latency_ms: float
     max_abs_diff: float
     library: str = ""  # the exported shared library, when one was asked for
+    reference: str = "PyTorch eager"  # what reference_latency_ms timed
 
 
-def torch_latency_ms(model, inputs, threads: int, repeats: int = 20) -> float:
-    """PyTorch eager median latency with the platform's thread count (the user's alternative)."""
+def reference_latency_ms(model, inputs, threads: int, repeats: int = 20) -> float:
+    """The reference's median latency with the platform's thread count (the user's alternative).
+
+    The thread count is set through torch; the ONNX Runtime reference reads it from there."""
     import torch
 
     torch.set_num_threads(threads)
@@ -39,8 +43,9 @@ def first_tensor(out):
     return out
 
 
-def compile_and_check(database, relax_mod, platform, model, inputs, torch_ms: float,
-                      repeats: int = 20, library_path: str | None = None) -> EndToEnd:
+def compile_and_check(database, relax_mod, platform, model, inputs, reference_ms: float,
+                      repeats: int = 20, library_path: str | None = None,
+                      reference: str = "PyTorch eager") -> EndToEnd:
     """Build `relax_mod` with the tuned `database`, compare outputs with `model(*inputs)`, time it;
     the compiled library goes to `library_path` when given."""
     import torch
@@ -61,5 +66,5 @@ def compile_and_check(database, relax_mod, platform, model, inputs, torch_ms: fl
     diff = float(np.max(np.abs(out.numpy() - expected.numpy())))
     timer = vm.time_evaluator("main", device, number=5, repeat=repeats)
     tvm_ms = float(np.median(timer(*tvm_inputs).results) * 1e3)
-    return EndToEnd(tvm_latency_ms=tvm_ms, torch_latency_ms=torch_ms, max_abs_diff=diff,
-                    library=str(library_path or ""))
+    return EndToEnd(tvm_latency_ms=tvm_ms, reference_latency_ms=reference_ms, max_abs_diff=diff,
+                    library=str(library_path or ""), reference=reference)

@@ -3,7 +3,8 @@
 One parent MLflow run per (network, platform) with a nested run per cost model:
 the per-batch curve (estimated latency by trial), the end-to-end figures, the
 tuning database and the curve PNG. The comparison table is also written as JSON
-for `dvc metrics show`.
+for `dvc metrics show`, and every curve point as `<platform>/curves.csv`
+(cost_model, trial, seconds, estimated_ms) for plots across runs and seeds.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def run_tuning_stage(platform: Platform, params: dict[str, Any], out_dir: str | 
                      log: Callable[[str], None] = print) -> list[dict[str, Any]]:
     require_device(platform)
     cfg = params["tune"]
-    network = Path(cfg["network"]).stem if str(cfg["network"]).endswith(".pt2") else cfg["network"]
+    network = Path(cfg["network"]).stem if str(cfg["network"]).endswith((".pt2", ".onnx")) else cfg["network"]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     factories, pins = cost_model_factories(list(cfg["cost_models"]), platform, params, log)
@@ -68,11 +69,12 @@ def run_tuning_stage(platform: Platform, params: dict[str, Any], out_dir: str | 
                     if p.estimated_latency == p.estimated_latency:
                         mlflow.log_metric("estimated_latency_ms", p.estimated_latency * 1e3, step=p.trial)
                 mlflow.log_metrics({"tuned_latency_ms": run.e2e.tvm_latency_ms,
-                                    "torch_eager_latency_ms": run.e2e.torch_latency_ms,
+                                    "reference_latency_ms": run.e2e.reference_latency_ms,
                                     "max_abs_diff": run.e2e.max_abs_diff, "wall_seconds": run.result.wall_seconds,
                                     "cost_model_share": run.result.cost_model_share})
                 mlflow.log_artifacts(run.result.work_dir, artifact_path="tuned")  # database + compiled library
-            log(f"{run.name}: tuned {run.e2e.tvm_latency_ms:.3f} ms vs torch {run.e2e.torch_latency_ms:.3f} ms, "
+            log(f"{run.name}: tuned {run.e2e.tvm_latency_ms:.3f} ms vs {run.e2e.reference} "
+                f"{run.e2e.reference_latency_ms:.3f} ms, "
                 f"max |diff| {run.e2e.max_abs_diff:.2e}, {run.result.wall_seconds:.0f} s")
 
         runs = tune_side_by_side(str(cfg["network"]), platform, factories, trials=int(cfg["trials"]),
@@ -87,6 +89,16 @@ def run_tuning_stage(platform: Platform, params: dict[str, Any], out_dir: str | 
         for row in table:
             row["model"] = pins.get(row["cost_model"], {"uri": "tvm built-in"})
         (out / f"{platform.name}.json").write_text(json.dumps({r["cost_model"]: r for r in table}, indent=2))
+        write_curves(runs, out / platform.name / "curves.csv")
         mlflow.log_artifact(str(png))
         mlflow.log_dict({"table": table}, "comparison.json")
     return table
+
+
+def write_curves(runs: list[ModelRun], path: Path) -> Path:
+    """Every curve point of every run, one CSV row each (NaN before every task has a measurement)."""
+    lines = ["cost_model,trial,seconds,estimated_ms"]
+    lines += [f"{run.name},{p.trial},{p.seconds:.3f},{p.estimated_latency * 1e3:.6g}"
+              for run in runs for p in run.result.curve]
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -64,12 +64,19 @@ def to_relax(model: "torch.nn.Module", example_inputs: tuple["torch.Tensor", ...
 
 def exported_to_relax(exported: "torch.export.ExportedProgram") -> "tvm.IRModule":
     """A torch.export program (ours, or a user's .pt2) as a Relax module with bound weights."""
-    from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
-    mod = from_exported_program(exported, keep_params_as_input=False)
-    # Remaining batch_norm -> elementwise ops; then drop the (out, mean, var) tuple it leaves,
-    # which would otherwise keep the next op (e.g. ReLU) from fusing into the same task.
+    return for_inference(from_exported_program(exported, keep_params_as_input=False))
+
+
+def for_inference(mod: "tvm.IRModule") -> "tvm.IRModule":
+    """An imported Relax module made ready to fuse: training-only ops decomposed.
+
+    Remaining batch_norm -> elementwise ops; then the (out, mean, var) tuple it leaves is
+    dropped, which would otherwise keep the next op (e.g. ReLU) from fusing into the same task.
+    """
+    from tvm import relax
+
     for p in (relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings(),
               relax.transform.DeadCodeElimination()):
         mod = p(mod)

@@ -1,0 +1,51 @@
+"""The tuning benchmark's aggregation over seeds: what its table says must follow from the runs."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_tune", REPO / "benchmarks" / "bench_tune.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row(model, final, reach, tuned=1.0):
+    return {"cost_model": model, "trials": 64, "wall_s": 10.0, "final_est_ms": final,
+            "trials_to_xgb_final": reach, "seconds_to_xgb_final": None if reach is None else reach / 8,
+            "cost_model_share": 0.1, "tuned_ms": tuned, "reference_ms": 2.0, "speedup_vs_reference": 2.0 / tuned}
+
+
+def test_summary_averages_over_seeds_and_counts_the_seeds_that_reached_the_baseline(bench):
+    tables = {0: [_row("xgb", 1.0, 64), _row("tcl", 0.9, 16, tuned=0.8)],
+              1: [_row("xgb", 1.2, 56), _row("tcl", 1.3, None, tuned=1.2)],
+              2: [_row("xgb", 1.1, 64), _row("tcl", 1.0, 32, tuned=1.0)]}
+    rows = {r["cost_model"]: r for r in bench.summarize(tables, "xgb")}
+    tcl = rows["tcl"]
+    assert tcl["seeds"] == 3 and tcl["reached_xgb_final"] == 2
+    assert tcl["trials_to_xgb_final"] == {"mean": 24.0, "std": pytest.approx(np.std([16, 32], ddof=1)), "n": 2}
+    assert tcl["final_est_ms"]["mean"] == pytest.approx(3.2 / 3)
+    assert tcl["speedup_vs_reference"]["mean"] == pytest.approx(np.mean([2 / 0.8, 2 / 1.2, 2.0]))
+    assert rows["xgb"]["trials_to_xgb_final"]["mean"] == pytest.approx(184 / 3)
+    text = bench.render({"net": list(rows.values())}, "xgb", [0, 1, 2], 64)
+    assert "| net | tcl | 24 +- 11 |" in text and "2/3" in text
+
+
+def test_curves_are_read_back_and_resampled_on_a_grid(bench, tmp_path):
+    path = tmp_path / "curves.csv"
+    path.write_text("cost_model,trial,seconds,estimated_ms\nxgb,8,1.0,nan\nxgb,16,2.0,3.0\nxgb,24,3.0,2.0\n"
+                    "tcl,8,1.5,2.5\n")
+    curves = bench.read_curves(path)
+    assert curves["tcl"] == [(8, 1.5, 2.5)] and len(curves["xgb"]) == 3
+    on_grid = bench._on_grid(curves["xgb"], np.array([0, 8, 20, 30]), axis=0)
+    assert np.isnan(on_grid[:2]).all() and list(on_grid[2:]) == [3.0, 2.0]
+    png = bench.plot_network({0: curves, 1: curves}, tmp_path / "net.png", "test")
+    assert png.stat().st_size > 1000
