@@ -4,6 +4,7 @@ All take float32 features and return one score per program, higher = faster:
 "tcl" and "tlp" read (batch, seq_len, feat_dim) schedule-primitive sequences, "mlp" a
 flat (batch, feat_dim) vector (or the flattened sequence when built with seq_len > 1),
 "tenset_mlp" TVM's PerStoreFeature as (batch, stores, 164) with zero-row padding.
+"ckd_ac" is CKD's deployable pair: the active column with its knowledge-base laterals.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from tcl.models.ckd_model import CKDModel
 from tcl.models.mlp_model import MLPModel
 from tcl.models.tcl_model import TCLModel, param_count, size_on_disk
 from tcl.models.tenset_mlp import TensetMLP
 from tcl.models.tlp_model import TLPModel
 
 MODELS: dict[str, type[nn.Module]] = {"tcl": TCLModel, "tlp": TLPModel, "mlp": MLPModel,
-                                     "tenset_mlp": TensetMLP}
+                                     "tenset_mlp": TensetMLP, "ckd_ac": CKDModel}
 
 
 def build_model(name: str, feat_dim: int, seq_len: int | None, seed: int | None = None, **hparams) -> nn.Module:
@@ -37,5 +39,5 @@ def build_model(name: str, feat_dim: int, seq_len: int | None, seed: int | None 
         return cls(feat_dim=feat_dim, seq_len=seq_len, **hparams)
 
 
-__all__ = ["MODELS", "build_model", "TCLModel", "TLPModel", "MLPModel",
+__all__ = ["MODELS", "build_model", "TCLModel", "TLPModel", "MLPModel", "CKDModel",
            "TensetMLP", "param_count", "size_on_disk"]

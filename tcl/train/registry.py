@@ -35,27 +35,42 @@ def registered_name(prefix: str, platform: str, model_name: str) -> str:
     return f"{prefix}-{model_name}-{platform}"
 
 
-def log_and_register(bundle: ModelBundle, bundle_dir: str | Path, name: str, score: float,
-                     example: np.ndarray, tags: dict[str, str]) -> tuple[str, bool]:
-    """Log the bundle in the active run, register a new version; returns (version, became champion)."""
+def log_version(bundle: ModelBundle, bundle_dir: str | Path, name: str, example: np.ndarray,
+                tags: dict[str, str]) -> str:
+    """Log the bundle in the active run as a new version of `name`, tagged; no alias moves. Returns the version."""
     from mlflow.models import infer_signature
 
     info = mlflow.pyfunc.log_model(
         name="model", python_model=BundlePyfunc(), artifacts={"bundle": str(bundle_dir)},
         signature=infer_signature(example, np.zeros(len(example))), pip_requirements=REQUIREMENTS,
         registered_model_name=name)
-    client = mlflow.MlflowClient()
     version = str(info.registered_model_version)
-    for key, value in {**tags, "val_score": f"{score:.6f}"}.items():
+    client = mlflow.MlflowClient()
+    for key, value in tags.items():
         client.set_model_version_tag(name, version, key, value)
+    return version
+
+
+def champion(name: str):
+    """The model version `name@champion`, or None when no version holds the alias yet."""
     try:
-        current = client.get_model_version_by_alias(name, CHAMPION)
-        best = float(current.tags.get("val_score", "-inf"))
+        return mlflow.MlflowClient().get_model_version_by_alias(name, CHAMPION)
     except mlflow.exceptions.MlflowException:
-        best = float("-inf")
-    promoted = score >= best
+        return None
+
+
+def set_champion(name: str, version: str) -> None:
+    mlflow.MlflowClient().set_registered_model_alias(name, CHAMPION, version)
+
+
+def log_and_register(bundle: ModelBundle, bundle_dir: str | Path, name: str, score: float,
+                     example: np.ndarray, tags: dict[str, str]) -> tuple[str, bool]:
+    """Log the bundle in the active run, register a new version; returns (version, became champion)."""
+    version = log_version(bundle, bundle_dir, name, example, {**tags, "val_score": f"{score:.6f}"})
+    current = champion(name)
+    promoted = score >= (float(current.tags.get("val_score", "-inf")) if current is not None else float("-inf"))
     if promoted:
-        client.set_registered_model_alias(name, CHAMPION, version)
+        set_champion(name, version)
     return version, promoted
 
 

@@ -1,0 +1,159 @@
+"""A transfer sequence as MLflow runs, with every knowledge-base snapshot and the target model registered.
+
+- One parent run `transfer-<method>-<target>` (tag stage=transfer): the settings, the
+  order, the data version; the forgetting PNG and the phase history as artifacts.
+- One nested run per phase (`cl-<platform>`, `kd-<platform>`, ...): per-epoch loss and
+  top-1 on every platform seen so far (tcl.transfer.monitor).
+- After each KD phase the KB is logged as a new version of ONE registered model,
+  `<prefix>-kb-tcl`, tagged with the platforms it has absorbed, the data version and
+  the seed.
+- At the end the target's deployable model is registered as
+  `<prefix>-<method>-<target>`. Its champion alias moves only if it beats the current
+  champion on the same held-out set: the champion is re-scored now on the target's
+  held-out split, since a score kept from another data version was not measured on it.
+
+The bundles carry the shared tokenizer and the platform's specs, so TVM loads them
+through tcl.tvm.cost_model like any trained model (`ckd_ac` is rebuilt by name).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from ..data.store import atomic_write_bytes
+from ..features.tokenizer import Tokenizer
+from ..models import param_count
+from ..tracking import init_mlflow
+from ..train.bundle import ModelBundle
+from ..train.evaluate import ranking_metrics
+from ..train.loop import predict
+from ..train.registry import champion, load_registered, log_version, registered_name, set_champion
+from .base import PhaseRecord, TransferMethod, TransferResult
+from .data import PlatformData
+from .forgetting import plot_forgetting
+from .monitor import Monitor
+
+
+@dataclass
+class TrackingContext:
+    params: dict[str, Any]              # tracking: and registry: blocks
+    featurizer: Tokenizer               # the one tokenizer every platform's features share
+    spec_vectors: dict[str, list[float]]
+    data_version: str
+    out_dir: Path                       # bundles and the forgetting PNG go here
+
+
+@dataclass
+class TrackedOutcome:
+    result: TransferResult
+    run_id: str
+    kb_versions: list[str] = field(default_factory=list)
+    registered_model: str = ""
+    version: str = ""
+    champion: bool = False
+    held_out_top1: float = float("nan")
+    champion_top1: float = float("nan")   # the previous champion on the same held-out split (NaN: none)
+
+
+def held_out_top1(model: torch.nn.Module, split: dict[str, np.ndarray]) -> float:
+    return ranking_metrics(split, predict(model, split["x"]), ks=(1,))["top1_ratio_of_sums"]
+
+
+class TrackedHooks(Monitor):
+    """The monitor's per-epoch top-1, logged into one nested run per phase; KB snapshots registered."""
+
+    def __init__(self, data: PlatformData, ctx: TrackingContext, mlflow, seed: int):
+        super().__init__(data)
+        self.ctx, self.mlflow, self.seed = ctx, mlflow, seed
+        self.kb_name = f"{ctx.params['registry']['prefix']}-kb-tcl"
+        self.kb_versions: list[str] = []
+        self.step = 0
+        self.open = False
+
+    def phase_start(self, phase: str, platform: str) -> None:
+        self.mlflow.start_run(run_name=f"{phase}-{platform}", nested=True,
+                              tags={"stage": "transfer", "phase": phase, "platform": platform})
+        self.open = True
+
+    def epoch_end(self, record: PhaseRecord, epoch: int, loss: float,
+                  models: dict[str, torch.nn.Module]) -> dict[str, float]:
+        metrics = super().epoch_end(record, epoch, loss, models)
+        self.mlflow.log_metrics({"loss": loss, **metrics}, step=self.step)
+        self.step += 1
+        return metrics
+
+    def phase_end(self, record: PhaseRecord, snapshot: torch.nn.Module | None) -> None:
+        if snapshot is not None:
+            self.kb_versions.append(self._register_kb(record, snapshot))
+        self.close("FINISHED")
+
+    def close(self, status: str) -> None:
+        """End the phase's nested run if it is still open (a phase that raised ends FAILED)."""
+        if self.open:
+            self.mlflow.end_run(status)
+            self.open = False
+
+    def _register_kb(self, record: PhaseRecord, kb: torch.nn.Module) -> str:
+        bundle = ModelBundle("tcl", kb, self.ctx.featurizer, record.platform, self.ctx.spec_vectors[record.platform],
+                             {"platforms": record.seen, "data_version": self.ctx.data_version})
+        bundle_dir = bundle.save(self.ctx.out_dir / "kb" / f"{len(self.kb_versions) + 1}-{record.platform}")
+        return log_version(bundle, bundle_dir, self.kb_name, self._held_out(record.platform)["x"][:4],
+                           {"platforms": ",".join(record.seen), "data_version": self.ctx.data_version,
+                            "seed": str(self.seed)})
+
+
+def run_tracked(method: TransferMethod, data: PlatformData, ctx: TrackingContext,
+                order: Sequence[str] | None = None) -> TrackedOutcome:
+    """Run `method` over `order` as one parent MLflow run with nested phase runs; register as described above."""
+    mlflow = init_mlflow(ctx.params)
+    order = list(order or method.settings.order)
+    target = order[-1]
+    with mlflow.start_run(run_name=f"transfer-{method.name}-{target}",
+                          tags={"stage": "transfer", "method": method.name, "target": target}) as run:
+        settings = {f.name: getattr(method.settings, f.name) for f in fields(method.settings)}
+        mlflow.log_params({**{k: v for k, v in settings.items() if not isinstance(v, list)},
+                           "order": ",".join(order), "seed": method.seed, "data_version": ctx.data_version})
+        hooks = TrackedHooks(data, ctx, mlflow, method.seed)
+        try:
+            result = method.fit_sequence(data, order, hooks)
+        finally:
+            hooks.close("FAILED")
+        outcome = TrackedOutcome(result, run.info.run_id, hooks.kb_versions)
+        held_out = data.evaluation(target)
+        outcome.held_out_top1 = held_out_top1(result.model, held_out)
+        mlflow.log_metrics({"target_held_out_top1": outcome.held_out_top1, "params_total": result.params_total,
+                            "params_deployed": param_count(result.model)})
+        out = Path(ctx.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(out / "history.json", json.dumps([asdict(r) for r in result.history], indent=1).encode())
+        mlflow.log_artifact(str(out / "history.json"))
+        mlflow.log_artifact(str(plot_forgetting(result.history, out / "forgetting.png",
+                                                f"{method.name}: {' -> '.join(order)}")))
+        _register_target(outcome, method, ctx, order, held_out)
+    return outcome
+
+
+def _register_target(outcome: TrackedOutcome, method: TransferMethod, ctx: TrackingContext, order: list[str],
+                     held_out: dict[str, np.ndarray]) -> None:
+    """The target's model as a new version; champion only if it beats the current one on `held_out`."""
+    target, result = order[-1], outcome.result
+    name = registered_name(ctx.params["registry"]["prefix"], target, method.name)
+    bundle = ModelBundle(result.model_name, result.model, ctx.featurizer, target, ctx.spec_vectors[target],
+                         {"method": method.name, "order": order, "data_version": ctx.data_version})
+    current = champion(name)
+    if current is not None:
+        outcome.champion_top1 = held_out_top1(load_registered(f"models:/{name}@champion").model, held_out)
+    outcome.registered_model = name
+    outcome.version = log_version(bundle, bundle.save(Path(ctx.out_dir) / "target"), name, held_out["x"][:4],
+                                  {"platform": target, "method": method.name, "platforms": ",".join(order),
+                                   "data_version": ctx.data_version, "seed": str(method.seed),
+                                   "val_score": f"{outcome.held_out_top1:.6f}"})
+    outcome.champion = current is None or outcome.held_out_top1 > outcome.champion_top1
+    if outcome.champion:
+        set_champion(name, outcome.version)
