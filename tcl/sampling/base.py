@@ -13,10 +13,11 @@ import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
+from ..registry import registrar
 from .normalize import codes
 
 SAMPLERS: dict[str, type[Sampler]] = {}
@@ -112,17 +113,7 @@ class Sampler(ABC):
         """Pick exactly min(budget, what the strategy can use) indices; 0 < budget <= candidates."""
 
 
-def register_sampler(name: str) -> Callable[[type[Sampler]], type[Sampler]]:
-    """Class decorator: make a sampler available to :func:`make_sampler` under `name`."""
-
-    def deco(cls: type[Sampler]) -> type[Sampler]:
-        if name in SAMPLERS:
-            raise ValueError(f"sampler {name!r} is already registered ({SAMPLERS[name].__name__})")
-        cls.name = name
-        SAMPLERS[name] = cls
-        return cls
-
-    return deco
+register_sampler = registrar(SAMPLERS, "sampler")  # class decorator: @register_sampler("name")
 
 
 def make_sampler(name: str, **kwargs) -> Sampler:

@@ -19,6 +19,7 @@ import torch
 
 from ..models import build_model
 from ..models.losses import rank_loss
+from ..registry import registrar
 from .data import PlatformData
 from .phase import PhaseTensors, StepHook, train_phase
 from .settings import TransferSettings
@@ -113,17 +114,7 @@ class TransferMethod(ABC):
         return record
 
 
-def register_method(name: str) -> Callable[[type[TransferMethod]], type[TransferMethod]]:
-    """Class decorator: make a transfer method available to :func:`make_method` under `name`."""
-
-    def deco(cls: type[TransferMethod]) -> type[TransferMethod]:
-        if name in TRANSFER_METHODS:
-            raise ValueError(f"transfer method {name!r} is already registered ({TRANSFER_METHODS[name].__name__})")
-        cls.name = name
-        TRANSFER_METHODS[name] = cls
-        return cls
-
-    return deco
+register_method = registrar(TRANSFER_METHODS, "transfer method")  # class decorator: @register_method("name")
 
 
 def make_method(name: str, settings: TransferSettings, hparams: dict[str, dict[str, Any]] | None = None,
