@@ -69,7 +69,12 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     from .timed import TimedCostModel
 
     # MetaSchedule prints a task table per batch; it stays in <work_dir>/logs, the bar shows progress.
-    logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    ms_logger.setLevel(logging.WARNING)
+    # Its logger set-up formats the name of every handler on this logger and crashes on an unnamed
+    # one (seen under pytest after a few tuning runs); its dictConfig would drop such a handler anyway.
+    for handler in [h for h in ms_logger.handlers if h.get_name() is None]:
+        ms_logger.removeHandler(handler)
     target = platform.tvm_target()
     work_dir = Path(work_dir)
     if not resume:
