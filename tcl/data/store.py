@@ -45,6 +45,17 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def atomic_write_npz(path: Path, **arrays: Any) -> None:
+    """A compressed .npz written through the atomic writer (features, samples, caches)."""
+    import io
+
+    import numpy as np
+
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    atomic_write_bytes(path, buf.getvalue())
+
+
 class StoreBusy(RuntimeError):
     """Another process is writing this store."""
 

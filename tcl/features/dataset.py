@@ -14,7 +14,6 @@ Every file is written atomically: a killed run leaves whole files (a rerun redoe
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..data.splits import DEFAULT_HOLDOUT, SPLITS, add_labels, task_networks_of, task_splits
-from ..data.store import atomic_write_bytes
+from ..data.store import atomic_write_bytes, atomic_write_npz
 from ..platforms import Platform, load_platforms
 from .tokenizer import Tokenizer, sequence_stats
 
@@ -76,7 +75,7 @@ def featurize_platforms(platforms: list[Platform], params: dict[str, Any], valid
     for p in platforms:
         (out / p.name).mkdir(exist_ok=True)
         for name in SPLITS:
-            _save_npz(out / p.name / f"{name}.npz", _arrays(splits[p.name][name], tokenizer, p.spec_vector))
+            atomic_write_npz(out / p.name / f"{name}.npz", **_arrays(splits[p.name][name], tokenizer, p.spec_vector))
         stats["platforms"][p.name] = {
             "rows": {name: splits[p.name][name].num_rows for name in SPLITS},
             "tasks": {name: len(set(splits[p.name][name].column("task_key").to_pylist())) for name in SPLITS},
@@ -85,13 +84,6 @@ def featurize_platforms(platforms: list[Platform], params: dict[str, Any], valid
         }
     atomic_write_bytes(out / "stats.json", json.dumps(stats, indent=2, default=float).encode())
     return stats
-
-
-def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """A split's arrays, atomically: a reader never meets a torn archive."""
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
-    atomic_write_bytes(path, buf.getvalue())
 
 
 def platform_splits(tables: dict[str, pa.Table], params: dict[str, Any],

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
+
+from ..data.store import atomic_write_npz
 
 log = logging.getLogger(__name__)
 
@@ -189,11 +190,9 @@ class PerStoreCache:
         parts = [self.feats[r] for r in ids if self.feats[r] is not None]
         data = np.concatenate(parts) if parts else np.zeros((0, FEATURE_DIM), np.float32)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.tmp.npz")
-        np.savez_compressed(tmp, meta=json.dumps(_meta()), record_id=np.asarray(ids, dtype=str),
-                            offsets=offsets, features=data.astype(np.float32),
-                            error=np.asarray([self.errors[r] for r in ids], dtype=str))
-        os.replace(tmp, self.path)
+        atomic_write_npz(self.path, meta=json.dumps(_meta()), record_id=np.asarray(ids, dtype=str),
+                         offsets=offsets, features=data.astype(np.float32),
+                         error=np.asarray([self.errors[r] for r in ids], dtype=str))
 
 
 def _meta() -> dict:

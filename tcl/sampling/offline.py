@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from ..data.store import atomic_write_bytes
+from ..data.store import atomic_write_npz
 from .rounds import RoundLog, SampleRun, sample_rounds
 from .scorer import ModelScorer
 from .settings import SamplingSettings
@@ -26,11 +25,9 @@ def sample_offline(split: dict[str, np.ndarray], params: dict[str, Any], setting
 def save_sample(path: str | Path, program_ids: np.ndarray, run: SampleRun, meta: dict[str, Any]) -> None:
     """The picked programs (in pick order, with their round) as one small npz: what training reads."""
     rounds = np.concatenate([np.full(r.picked, r.round) for r in run.rounds]) if run.rounds else np.zeros(0)
-    buf = io.BytesIO()
-    np.savez_compressed(buf, program_id=np.asarray(program_ids, dtype=str), round=rounds.astype(np.int64),
-                        **{f"meta_{k}": np.asarray(v) for k, v in meta.items()})
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(Path(path), buf.getvalue())
+    atomic_write_npz(Path(path), program_id=np.asarray(program_ids, dtype=str), round=rounds.astype(np.int64),
+                     **{f"meta_{k}": np.asarray(v) for k, v in meta.items()})
 
 
 def restrict_to_sample(split: dict[str, np.ndarray], sample_path: str | Path) -> dict[str, np.ndarray]:
