@@ -55,6 +55,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from tcl.data.store import atomic_write_bytes
 from tcl.features.hardware import HardwareNormalizer, slog1p
 
 FORMAT = "tcl.features.tokenizer/1"
@@ -247,9 +248,7 @@ class Tokenizer:
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n")
-        tmp.replace(path)
+        atomic_write_bytes(path, (json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n").encode())
         return path
 
     @classmethod
