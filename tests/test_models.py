@@ -226,9 +226,9 @@ def test_topk_hand_computed():
     assert per_net["n1"] == pytest.approx(0.5) and per_net["n2"] == pytest.approx(7 / 12)
     assert topk_ratio_of_sums(df, k=1) == pytest.approx(10.5 / 19)       # 0.5526
     assert topk_mean_per_network(df, k=1) == pytest.approx(13 / 24)      # 0.5417
-    # top-2: the failed program (NaN) is picked for n1/b but never counts as best.
-    assert topk_ratio_of_sums(df, k=2) == pytest.approx(10.5 / 14)
-    assert topk_mean_per_network(df, k=2) == pytest.approx((0.5 + 1.0) / 2)
+    # top-2: n1/b's failed program (NaN, score 0.5) is no candidate, so its picks are 3.0 and 1.5.
+    assert topk_ratio_of_sums(df, k=2) == pytest.approx(10.5 / 12.5)
+    assert topk_mean_per_network(df, k=2) == pytest.approx((3.5 / 5.5 + 1.0) / 2)
     assert topk_ratio_of_sums(df, k=3) == pytest.approx(1.0)
     as_dict = {c: df[c].tolist() for c in df.columns}  # plain arrays work too
     assert topk_ratio_of_sums(as_dict, k=1) == pytest.approx(10.5 / 19)
@@ -240,8 +240,10 @@ def test_topk_failed_picks_and_unscorable_tasks():
                        "score": [0.9, 0.1, 0.5, 0.4]})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert topk_ratio_of_sums(df, k=1) == 0.0     # only pick failed
-        assert topk_ratio_of_sums(df, k=2) == 1.0     # task z has no success: left out
+        # The failed top-scored program is passed over; task z has no success and is left out.
+        assert topk_ratio_of_sums(df, k=1) == 1.0
+        df.loc[0, "latency"] = 3.0                    # measured now: the top score picks the slower one
+        assert topk_ratio_of_sums(df, k=1) == pytest.approx(2 / 3)
     assert any("no successful program" in str(w.message) for w in caught)
 
 

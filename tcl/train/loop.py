@@ -28,7 +28,7 @@ class TrainConfig:
     loss: str = "lambdarank"  # or "mse"
     weight_decay: float = 0.0
     seed: int = 0
-    threads: int = 1  # the Mamba scan's small steps run fastest single-threaded on CPU
+    threads: int = 1  # torch intra-op threads (params train.threads)
     device: str = "cpu"  # "cuda" on a GPU machine (the data is small: it is moved there whole)
 
 
