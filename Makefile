@@ -29,5 +29,7 @@ $(VENV)/.installed: pyproject.toml
 run: setup
 	source $(BIN)/activate && dvc pull --allow-missing && dvc repro
 
+# tests/test_servers.py opens MLflow's UI in headless Chromium (Debian's package; CI runs this as root).
 test: setup
+	command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 	source $(BIN)/activate && pytest -q -ra

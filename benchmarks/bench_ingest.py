@@ -21,12 +21,21 @@ Then it ingests the directory with `tcl.data.ingest.ingest_ansor_dir` (no
 progress bar) and prints records/s, MB/s and the peak RSS of the process
 (`resource.getrusage`; `--tracemalloc` adds the Python-heap peak, ~2x slower).
 
+`--runner` picks where the files are ingested (tcl.compute): `serial` in this process,
+`dask` one Prefect task per file on a LocalCluster of `--workers` processes
+(prefect-dask's DaskTaskRunner; the wall time includes starting and stopping the
+cluster, not Prefect's API server, which a flow has running already), `both` one after
+the other into separate stores, then checks that they hold the same bytes. The peak
+RSS is this process's (the Dask workers are processes of their own).
+
     python benchmarks/bench_ingest.py [--records 1000000] [--chunk-size 10000] [--keep DIR]
+                                      [--runner serial|dask|both] [--workers 2]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import random
 import resource
@@ -35,7 +44,8 @@ import tempfile
 import time
 from pathlib import Path
 
-FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "ansor" / "resnet-50-NHWC-B1-llvm.json"
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE = REPO / "tests" / "fixtures" / "ansor" / "resnet-50-NHWC-B1-llvm.json"
 UNROLL = (0, 16, 64, 512)
 
 
@@ -111,6 +121,34 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
+def ingest(work: Path, runner: str, workers: int, chunk_size: int, size: int) -> dict[str, str]:
+    """Ingest work/logs into work/<runner>/ and print the figures; returns the sha1 of every output file."""
+    from tcl.compute import ComputeSettings, run_units
+    from tcl.data.ingest import ingest_ansor_dir
+
+    out = work / runner
+    settings = ComputeSettings(runner=runner, workers=workers, threads_per_worker=1)
+    t0 = time.perf_counter()
+    summary = run_units(settings, "bench-ingest", lambda units: ingest_ansor_dir(
+        work / "logs", platform="bench-cpu", store_root=out / "store", quarantine_dir=out / "quarantine",
+        chunk_size=chunk_size, progress=False, units=units))
+    dt = time.perf_counter() - t0
+    store_mb = sum(p.stat().st_size for p in (out / "store").rglob("*.parquet")) / 1e6
+    how = "serial" if runner == "serial" else f"dask, {workers} worker processes"
+    print(f"[{how}] ingested {summary.records_now:,} records in {dt:.1f} s: "
+          f"{summary.records_now / dt:,.0f} records/s, {size / 1e6 / dt:,.1f} MB/s; "
+          f"{summary.quarantined_now} quarantined; parquet {store_mb:,.0f} MB")
+    return {str(p.relative_to(out)): hashlib.sha1(p.read_bytes()).hexdigest()
+            for p in sorted(out.rglob("*")) if p.is_file() and p.name != ".writer.lock"}
+
+
+def warm_prefect() -> None:
+    """Start Prefect's ephemeral API before timing (a stage's flow has it running already)."""
+    from prefect import flow
+
+    flow(name="bench-warm-up")(lambda: None)()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -118,9 +156,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", type=Path, default=None, help="work in this directory and keep it")
     ap.add_argument("--tracemalloc", action="store_true")
+    ap.add_argument("--runner", choices=("serial", "dask", "both"), default="serial")
+    ap.add_argument("--workers", type=int, default=2, help="dask: worker processes of the local cluster")
     args = ap.parse_args()
-
-    from tcl.data.ingest import ingest_ansor_dir
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench_ingest_"))
     try:
@@ -131,15 +169,17 @@ def main() -> None:
         if args.tracemalloc:
             import tracemalloc
             tracemalloc.start()
-        t0 = time.perf_counter()
-        summary = ingest_ansor_dir(work / "logs", platform="bench-cpu", store_root=work / "store",
-                                   quarantine_dir=work / "quarantine", chunk_size=args.chunk_size,
-                                   progress=False)
-        dt = time.perf_counter() - t0
-        store_mb = sum(p.stat().st_size for p in (work / "store").rglob("*.parquet")) / 1e6
-        print(f"ingested {summary.records_now:,} records in {dt:.1f} s: {summary.records_now / dt:,.0f} records/s, "
-              f"{size / 1e6 / dt:,.1f} MB/s; {summary.quarantined_now} quarantined; parquet {store_mb:,.0f} MB")
+        runners = ("serial", "dask") if args.runner == "both" else (args.runner,)
+        if "dask" in runners:
+            warm_prefect()
+        outputs = {r: ingest(work, r, args.workers, args.chunk_size, size) for r in runners}
         print(f"peak RSS {rss_mb():,.0f} MB (chunk size {args.chunk_size:,})")
+        if len(outputs) == 2:
+            same = outputs["serial"] == outputs["dask"]
+            print(f"serial and dask outputs: {len(outputs['serial'])} files, "
+                  + ("byte-identical" if same else "DIFFERENT"))
+            if not same:
+                raise SystemExit(1)
         if args.tracemalloc:
             print(f"tracemalloc peak {tracemalloc.get_traced_memory()[1] / 2**20:,.0f} MiB")
     finally:

@@ -33,22 +33,14 @@ from tcl.data.store import atomic_write_bytes  # noqa: E402
 from tcl.features.dataset import load_split, load_tokenizer  # noqa: E402
 from tcl.models import param_count  # noqa: E402
 from tcl.platforms import load_platforms  # noqa: E402
-from tcl.sampling.offline import sample_offline  # noqa: E402
-from tcl.sampling.settings import SamplingSettings  # noqa: E402
 from tcl.train.evaluate import random_scorer_metrics, ranking_metrics  # noqa: E402
 from tcl.train.loop import predict  # noqa: E402
 from tcl.transfer import Monitor, PlatformData, TransferSettings, make_method  # noqa: E402
 from tcl.transfer.forgetting import plot_forgetting  # noqa: E402
+from tcl.transfer.stage import target_sample  # noqa: E402
 from tcl.transfer.tracked import TrackingContext, run_tracked  # noqa: E402
 
 METRICS = ("top1_ratio_of_sums", "top5_ratio_of_sums", "top1_mean_per_network", "top5_mean_per_network")
-
-
-def target_sample(params: dict, settings: TransferSettings, features: Path, seed: int) -> np.ndarray:
-    """Rows of the target's training split that it may learn from (the same for every method of a seed)."""
-    sampling = SamplingSettings.from_params(params, strategy=settings.sampler, rate=settings.rate,
-                                            epochs=settings.sampler_epochs, device=settings.device)
-    return sample_offline(load_split(features / settings.target, "train"), params, sampling, seed).picks
 
 
 def run_one(name: str, seed: int, settings: TransferSettings, hparams: dict, data: PlatformData,

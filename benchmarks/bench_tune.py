@@ -180,14 +180,13 @@ def main() -> None:
     (out / "summary.json").write_text(json.dumps({"platform": platform.name, "seeds": args.seeds,
                                                   "trials": int(tune["trials"]), "workloads": workloads,
                                                   "networks": summary}, indent=2))
-    from tcl.tracking import init_mlflow
+    from tcl import tracking
 
-    mlflow = init_mlflow(params)
-    with mlflow.start_run(run_name=f"bench-tune-{platform.name}", tags={"stage": "bench_tune"}):
-        mlflow.log_params({"networks": ",".join(summary), "seeds": ",".join(map(str, args.seeds)),
-                           "trials": tune["trials"], "cost_models": ",".join(tune["cost_models"])})
+    with tracking.run(params, f"bench-tune-{platform.name}", {"stage": "bench_tune"}):
+        tracking.log_params({"networks": ",".join(summary), "seeds": ",".join(map(str, args.seeds)),
+                             "trials": tune["trials"], "cost_models": ",".join(tune["cost_models"])})
         for path in (*pngs, out / "summary.md", out / "summary.json"):
-            mlflow.log_artifact(str(path))
+            tracking.log_artifact(str(path))
     print("curves: " + ", ".join(str(p) for p in pngs))
 
 

@@ -29,6 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tcl.config import load_params  # noqa: E402
+from tcl.data.store import atomic_write_bytes  # noqa: E402
 from tcl.features.dataset import load_split  # noqa: E402
 from tcl.models import build_model  # noqa: E402
 from tcl.sampling.offline import sample_offline  # noqa: E402
@@ -110,18 +111,19 @@ def plot(summary: list[dict], path: Path, title: str) -> None:
 
 
 def log_to_mlflow(params: dict, summary: list[dict], out_dir: Path, tags: dict) -> None:
+    from tcl import tracking
+
     try:
-        from tcl.tracking import init_mlflow
-        mlflow = init_mlflow(params)
+        tracking.configure(params)
     except ImportError:
         print("mlflow is not installed here: results not logged (run with --log-only on a machine that has it)")
         return
-    with mlflow.start_run(run_name=f"eval-sampling-{tags['platform']}", tags={"stage": "eval-sampling", **tags}):
+    with tracking.run(params, f"eval-sampling-{tags['platform']}", {"stage": "eval-sampling", **tags}):
         for r in summary:
-            mlflow.log_metrics({f"{r['strategy']}.{int(round(100 * r['rate']))}pct.{k}": r[k]
-                                for k in METRICS + tuple(f"{m}_std" for m in METRICS)})
-        mlflow.log_artifact(str(out_dir / "eval.json"))
-        mlflow.log_artifact(str(out_dir / "eval.png"))
+            tracking.log_metrics({f"{r['strategy']}.{int(round(100 * r['rate']))}pct.{k}": r[k]
+                                  for k in METRICS + tuple(f"{m}_std" for m in METRICS)})
+        tracking.log_artifact(str(out_dir / "eval.json"))
+        tracking.log_artifact(str(out_dir / "eval.png"))
 
 
 def print_table(summary: list[dict]) -> None:
@@ -142,6 +144,7 @@ def main() -> None:
     ap.add_argument("--rates", default="0.05,0.1,0.2,1.0")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--model", default=None, help="evaluation model (default: sampling.model)")
+    ap.add_argument("--f-model", default=None, help="the strategies' model f (default: sampling.model)")
     ap.add_argument("--epochs", type=int, default=None, help="override train.epochs and sampling.epochs")
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1)))
     ap.add_argument("--device", default="cpu")
@@ -157,6 +160,8 @@ def main() -> None:
         return
     if args.epochs:
         params["train"]["epochs"] = params["sampling"]["epochs"] = args.epochs
+    if args.f_model:
+        params["sampling"]["model"] = args.f_model
     model = args.model or params["sampling"]["model"]
     rates = [float(r) for r in args.rates.split(",")]
     strategies = args.strategies.split(",")
@@ -167,7 +172,8 @@ def main() -> None:
     _load(features_dir)
     n_train, n_test = len(_DATA["train"]["x"]), len(_DATA["test"]["x"])
     print(f"{platform}: {n_train} training programs ({len(set(_DATA['train']['task_key']))} tasks), "
-          f"{n_test} held-out ({len(set(_DATA['test']['task_key']))} tasks); model {model}; {len(jobs)} jobs")
+          f"{n_test} held-out ({len(set(_DATA['test']['task_key']))} tasks); model {model}, "
+          f"f {params['sampling']['model']}; {len(jobs)} jobs")
     start = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         results = []
@@ -184,7 +190,7 @@ def main() -> None:
     report = {"platform": platform, "model": model, "train_programs": n_train, "test_programs": n_test,
               "seeds": args.seeds, "seconds": time.perf_counter() - start, "summary": summary, "runs": results,
               "sampling": {k: v for k, v in params["sampling"].items() if k != "platforms"}}
-    (out / "eval.json").write_text(json.dumps(report, indent=2))
+    atomic_write_bytes(out / "eval.json", json.dumps(report, indent=2).encode())
     plot(summary, out / "eval.png", f"{platform}: held-out top-k vs. labelled share ({args.seeds} seeds, {model})")
     print(f"wrote {out}/eval.json and eval.png in {report['seconds']:.0f} s")
     log_to_mlflow(params, summary, out, {"platform": platform})

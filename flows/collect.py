@@ -6,18 +6,29 @@ import argparse
 
 from flows import _env  # noqa: F401  (closed-network defaults before Prefect loads)
 from flows import _tvm_first  # noqa: F401  (must precede Prefect: see its docstring)
-from prefect import flow, get_run_logger
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
 
-from tcl.collect.collector import collect_pools
+from flows._tasks import retry_options
+from tcl.collect.collector import collect_pools, measure_task
 from tcl.config import load_params
 from tcl.data.store import RecordStore
+
+
+@task(name="measure", cache_policy=NO_CACHE, task_run_name="{platform.name} {tvm_task.network}:{tvm_task.name}")
+def measure(tvm_task, platform, source, store, measurer, cfg, seed, on_progress) -> tuple[int, int]:
+    """One catalog task on one platform: the programs of its pool the platform lacks, batch by batch.
+
+    Every batch is committed as it finishes, so a retry measures only what the failed try left."""
+    return measure_task(tvm_task, platform, source, store, measurer, cfg, seed, on_progress)
 
 
 @flow(name="collect", log_prints=True)
 def collect_flow(params_path: str = "params.yaml", store_root: str = "data/records", progress: bool = True) -> list:
     """Measure every catalog task's pool on every `collect.platforms` entry, resuming from the store."""
     params = load_params(params_path)
-    summaries = collect_pools(params, RecordStore(store_root), progress)
+    summaries = collect_pools(params, RecordStore(store_root), progress,
+                              measure=measure.with_options(**retry_options(params, "measure")))
     logger = get_run_logger()
     for s in summaries:
         if s.skipped:

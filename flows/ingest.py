@@ -9,6 +9,7 @@ from pathlib import Path
 from flows import _env  # noqa: F401  (closed-network defaults before Prefect loads)
 from prefect import flow, get_run_logger
 
+from tcl.compute import run_units
 from tcl.config import load_params
 from tcl.data.ingest import ingest_ansor_dir
 from tcl.data.store import atomic_write_bytes
@@ -19,7 +20,8 @@ STATUS = "_ingest_status.json"
 
 @flow(name="ingest", log_prints=True)
 def ingest_flow(params_path: str = "params.yaml", progress: bool = True) -> dict:
-    """Ingest `ingest.tenset_dir` for `ingest.platform`; a clean no-op when no directory is set."""
+    """Ingest `ingest.tenset_dir` for `ingest.platform`; a clean no-op when no directory is set.
+    Files run where `compute.runner` says (in this process, or one per Dask task)."""
     params = load_params(params_path)
     cfg = params.get("ingest") or {}
     store = Path(cfg.get("store", "data/tenset"))
@@ -30,10 +32,11 @@ def ingest_flow(params_path: str = "params.yaml", progress: bool = True) -> dict
         result = {"skipped": True, "reason": "ingest.tenset_dir is empty"}
     else:
         platform = get_platform(params, cfg["platform"]).name  # must be a declared platform
-        summary = ingest_ansor_dir(cfg["tenset_dir"], platform=platform, store_root=store,
-                                   quarantine_dir=cfg.get("quarantine_dir", str(store / "_quarantine")),
-                                   task_weights_path=cfg.get("task_weights") or None,
-                                   chunk_size=int(cfg.get("chunk_size", 10_000)), progress=progress)
+        summary = run_units(params, "ingest", lambda units: ingest_ansor_dir(
+            cfg["tenset_dir"], platform=platform, store_root=store,
+            quarantine_dir=cfg.get("quarantine_dir", str(store / "_quarantine")),
+            task_weights_path=cfg.get("task_weights") or None,
+            chunk_size=int(cfg.get("chunk_size", 10_000)), progress=progress, units=units))
         logger.info("platform %s: %d files, %d skipped (already ingested), %d ingested now with %d records; "
                     "%d lines quarantined (%s); %d records in store",
                     platform, summary.files, summary.skipped, summary.ingested, summary.records_now,

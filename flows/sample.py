@@ -16,9 +16,11 @@ import numpy as np
 
 from flows import _env  # noqa: F401  (closed-network defaults before Prefect loads)
 from flows import _tvm_first  # noqa: F401  (must precede Prefect: see its docstring)
-from prefect import flow, get_run_logger
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
 from tqdm.auto import tqdm
 
+from flows._tasks import content_key, retry_options
 from tcl.config import load_params
 from tcl.data.store import atomic_write_bytes
 from tcl.features.dataset import load_split, load_tokenizer
@@ -26,7 +28,7 @@ from tcl.platforms import get_platform
 from tcl.sampling.offline import sample_offline, save_sample
 from tcl.sampling.rounds import SampleRun
 from tcl.sampling.settings import SamplingSettings
-from tcl.tracking import init_mlflow
+from tcl import tracking
 
 
 @flow(name="sample", log_prints=True)
@@ -54,10 +56,11 @@ def sample_flow(platform: str, params_path: str = "params.yaml", mode: str | Non
             program_ids, pool_size, measured = train_split["program_id"], len(train_split["x"]), 0
         elif mode == "offline":
             train_split = load_split(Path(features_root) / platform, "train")
-            run = sample_offline(train_split, params, settings, seed, on_round)
+            run = pick_offline(platform, str(Path(features_root) / platform), params, seed, on_round)
             program_ids, pool_size, measured = train_split["program_id"][run.picks], len(train_split["x"]), 0
         elif mode == "active":
-            run, pool, measured = _active(platform, params, settings, seed, features_root, on_round)
+            run, pool, measured = _active.with_options(**retry_options(params, "measure"))(
+                platform, params, settings, seed, features_root, on_round)
             program_ids, pool_size = pool.program_id[run.picks], len(pool.texts)
         else:
             raise ValueError(f"sampling.mode={mode!r}: choose offline or active (or all: no sampling)")
@@ -69,15 +72,30 @@ def sample_flow(platform: str, params_path: str = "params.yaml", mode: str | Non
                 {"mode": mode, "strategy": settings.strategy, "rate": settings.rate})
     Path(report_root).mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(Path(report_root) / f"{platform}.json", json.dumps(summary, indent=2).encode())
-    mlflow = init_mlflow(params)
-    with mlflow.start_run(run_name=f"sample-{platform}", tags={"stage": "sample", "platform": platform}):
-        mlflow.log_params({k: summary[k] for k in ("mode", "strategy", "rate", "rounds", "pool_size")})
-        mlflow.log_metrics({"picked": summary["picked"], "measured_now": measured, "seconds": seconds})
+    with tracking.run(params, f"sample-{platform}", {"stage": "sample", "platform": platform}):
+        tracking.log_params({k: summary[k] for k in ("mode", "strategy", "rate", "rounds", "pool_size")})
+        tracking.log_metrics({"picked": summary["picked"], "measured_now": measured, "seconds": seconds})
     log.info("%s: %d of %d programs picked by %s (%s mode, %d measured now) in %.1f s", platform,
              summary["picked"], pool_size, settings.strategy, mode, measured, seconds)
     return summary
 
 
+def _offline_key(context, parameters) -> str:
+    """Offline picks are a pure function of the training split's bytes, the sampling and training knobs,
+    the seed and the code that trains f and scores: the same inputs give the cached picks."""
+    params = parameters["params"]
+    return content_key([Path(parameters["split_dir"]) / "train.npz"], ["sampling", "models", "train", "features"],
+                       {"seed": parameters["seed"], "sampling": params.get("sampling"), "train": params.get("train")})
+
+
+@task(name="pick-offline", cache_key_fn=_offline_key, persist_result=True, task_run_name="pick {platform}")
+def pick_offline(platform: str, split_dir: str, params: dict, seed: int, on_round) -> SampleRun:
+    """The offline picks from the platform's measured training split (rounds logged through `on_round`)."""
+    return sample_offline(load_split(split_dir, "train"), params, SamplingSettings.from_params(params), seed,
+                          on_round)
+
+
+@task(name="pick-active", cache_policy=NO_CACHE, task_run_name="pick {platform_name} (active)")
 def _active(platform_name, params, settings, seed, features_root, on_round):
     """Active mode over the saved pools of the training tasks (the source platform's split); measures
     into data/active, so the platform needs no records of its own."""

@@ -15,11 +15,19 @@ from pathlib import Path
 
 from flows import _env  # noqa: F401  (closed-network defaults before Prefect loads)
 from flows import _tvm_first  # noqa: F401  (must precede Prefect: see its docstring)
-from prefect import flow, get_run_logger
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
 
+from flows._tasks import retry_options
 from tcl.config import load_params
 from tcl.platforms import get_platform
 from tcl.tvm.report import run_tuning_stage
+
+
+@task(name="tune", cache_policy=NO_CACHE, task_run_name="tune {params[tune][network]} on {platform.name}")
+def tune_network(platform, params: dict, out_dir: str) -> list:
+    """One tuning run (every cost model side by side); a retry tunes again from an empty database."""
+    return run_tuning_stage(platform, params, out_dir, log=get_run_logger().info)
 
 
 @flow(name="tune", log_prints=True)
@@ -31,7 +39,7 @@ def tune_flow(platform: str, params_path: str = "params.yaml", out_dir: str = "r
         if value is not None:
             params["tune"][key] = value
     log = get_run_logger()
-    table = run_tuning_stage(get_platform(params, platform), params, out_dir, log=log.info)
+    table = tune_network.with_options(**retry_options(params, "tune"))(get_platform(params, platform), params, out_dir)
     for row in table:
         log.info("%s", row)
     return table

@@ -8,6 +8,7 @@ import sys
 from flows import _env  # noqa: F401  (closed-network defaults before Prefect loads)
 from prefect import flow, get_run_logger
 
+from tcl.compute import run_units
 from tcl.config import load_params
 from tcl.data.validate import ValidationFailed, validate_platform
 
@@ -16,14 +17,15 @@ DEFAULT_STORES = ("data/records", "data/tenset")
 
 @flow(name="validate", log_prints=True)
 def validate_flow(platform: str, params_path: str = "params.yaml") -> dict:
-    """Validate every record of `platform`; raises ValidationFailed past `validate.max_failed_share`."""
+    """Validate every record of `platform`; raises ValidationFailed past `validate.max_failed_share`.
+    Batches run where `compute.runner` says (in this process, or one per Dask task)."""
     params = load_params(params_path)
     cfg = params.get("validate") or {}
-    summary = validate_platform(
+    summary = run_units(params, f"validate-{platform}", lambda units: validate_platform(
         platform, params, stores=list(cfg.get("stores", DEFAULT_STORES)),
         validated_root=cfg.get("validated_root", "data/validated"),
         quarantine_dir=cfg.get("quarantine_dir", "data/quarantine"),
-        report_dir=cfg.get("report_dir", "reports/validation"))
+        report_dir=cfg.get("report_dir", "reports/validation"), units=units))
     get_run_logger().info(summary.describe())
     return summary.to_json()
 

@@ -7,6 +7,7 @@ platform is both a place to measure and an input to the cost model.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,7 @@ class Platform:
     specs: dict[str, float]
     description: str = ""
     host: dict[str, Any] | None = None  # the CPU it must be measured on (None: any machine)
+    rpc_key: str | None = None  # the RPC tracker key of the board that measures it (collect.runner.mode: rpc)
 
     @property
     def spec_vector(self) -> list[float]:
@@ -136,6 +138,24 @@ def _parse_host(where: str, host: Any) -> dict[str, Any] | None:
     return dict(host) or None
 
 
+# A tracker key travels inside TVM's "server:<key>" and "<key> -timeout=<s>" strings: no ':' or spaces.
+_RPC_KEY = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def _parse_rpc(where: str, rpc: Any) -> str | None:
+    """The tracker key of `rpc: {key: <key>}`, or None when the platform has no `rpc` field."""
+    if rpc is None:
+        return None
+    if not isinstance(rpc, dict) or set(rpc) != {"key"}:
+        raise ValueError(f"{where}.rpc: expected a mapping with one field, key (the RPC tracker key its "
+                         f"board's server registers under), got {rpc!r:.60}")
+    key = rpc["key"]
+    if not isinstance(key, str) or not _RPC_KEY.match(key):
+        raise ValueError(f"{where}.rpc.key: expected a tracker key of letters, digits, '.', '_' or '-', "
+                         f"got {key!r:.40}")
+    return key
+
+
 def _parse_platform(name: str, entry: Any) -> Platform:
     where = f"params.yaml: platforms.{name}"
     if not isinstance(entry, dict):
@@ -164,7 +184,8 @@ def _parse_platform(name: str, entry: Any) -> Platform:
     if not isinstance(description, str):
         raise ValueError(f"{where}.description: expected a string, got {type(description).__name__}")
     return Platform(name=name, kind=kind, target=dict(target), specs=dict(specs),
-                    description=description, host=_parse_host(where, entry.get("host")))
+                    description=description, host=_parse_host(where, entry.get("host")),
+                    rpc_key=_parse_rpc(where, entry.get("rpc")))
 
 
 def load_platforms(params: dict[str, Any]) -> dict[str, Platform]:

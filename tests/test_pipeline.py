@@ -35,6 +35,8 @@ TINY = {
     "split": {"holdout_networks": ["bert_tiny"], "min_val_tasks": 1},
     "train": {"platforms": [P1, P2], "models": ["tcl", "tenset_mlp"], "epochs": 3},
     "sampling": {"platforms": [P2], "rate": 0.5, "rounds": 1, "model": "mlp", "epochs": 2},
+    "transfer": {"order": [P1, P2], "rate": 0.5, "sampler": "random", "cl_epochs": 1, "kd_epochs": 1,
+                 "threads": 1},
     "tune": {"platforms": [P1], "network": "tiny_cnn", "cost_models": ["xgb", "tcl", "tenset_mlp"],
              "trials": 16, "num_trials_per_iter": 4},
 }
@@ -115,9 +117,16 @@ def test_dvc_repro_collects_validates_trains_registers_and_tunes(repo_copy):
     assert version.tags["platform"] == P1
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     stages = {r.data.tags.get("stage") for r in runs}
-    assert {"validate", "sample", "train", "tune"} <= stages
+    assert {"validate", "sample", "train", "transfer", "tune"} <= stages
     on_sample = [r for r in runs if r.data.tags.get("stage") == "train" and r.data.tags.get("platform") == P2]
     assert on_sample and all(int(r.data.params["train_rows"]) == sampled[P2]["picked"] for r in on_sample)
+
+    transfer = json.loads((repo / "reports/transfer/stage.json").read_text())
+    assert transfer["order"] == [P1, P2] and transfer["platforms_loaded"] == [P1, P2]
+    assert transfer["kb_versions"] == ["1"] and transfer["registered_model"] == f"tcl-ckd-{P2}"
+    assert 0 < transfer["test_top1_ratio_of_sums"] <= 1
+    assert client.get_model_version("tcl-kb-tcl", "1").tags["platforms"] == P1
+    assert (repo / "reports/transfer/stage-forgetting.png").stat().st_size > 5_000
 
     tuned = json.loads((repo / f"reports/tune/{P1}.json").read_text())
     assert set(tuned) == {"xgb", "tcl", "tenset_mlp"}

@@ -6,7 +6,8 @@ observed point of progress (manifest entries, quarantined rows, an array file, a
 a checkpoint), runs it again to the end, and compares what it left with an
 uninterrupted run on the same inputs: records and quarantine entries (none lost, none
 twice), arrays, picks, trained weights (bit for bit). Inputs are built from the Ansor
-fixtures (real schedule steps; no TVM measurement), sized so the kill lands mid-run.
+fixtures (real schedule steps; no TVM measurement), sized so the kill lands mid-run;
+active sampling measures its picks for real (tiny matmul pools drawn by MetaSchedule).
 """
 
 from __future__ import annotations
@@ -317,6 +318,117 @@ def test_sigkilled_offline_sampling_publishes_nothing_and_reruns_to_the_same_pic
     assert np.array_equal(picked, split["program_id"][ref.picks])
     assert np.array_equal(rounds, np.concatenate([np.full(r.picked, r.round) for r in ref.rounds]))
     assert len(set(picked)) == len(ref.picks) == round(0.5 * len(split["x"]))
+
+
+class _NoMeasuring:
+    """The measurer of a run that must find every pick measured already: any measurement fails it."""
+
+    can_overlap = False
+
+    def submit(self, candidates):
+        raise AssertionError(f"measured {len(candidates)} programs that the store already holds")
+
+
+def _active_inputs(work: Path, params: dict, platform) -> list:
+    """data/records with the saved pools (drawn by MetaSchedule, unmeasured) and catalog of two tiny
+    matmul tasks on P1, the tokenizer in data/features, and params.yaml for active sampling on P2."""
+    from tcl.collect.catalog import CatalogTask, save_catalog
+    from tcl.collect.collector import task_pool
+    from tcl.data.metaschedule import trace_to_steps
+    from tcl.features.tokenizer import Tokenizer
+    from tcl.platforms import get_platform
+
+    from conftest import toy_matmul_task
+
+    tasks, records = [toy_matmul_task(16), toy_matmul_task(12)], RecordStore(work / "data" / "records")
+    collect = {"source": P1, "pool_size": 10, "population": 16, "batch_size": 2,  # 2 programs a committed part
+               "builder": {"timeout_sec": 120}, "runner": {"number": 2, "repeat": 2, "timeout_sec": 30}}
+    pools = [task_pool(records, t, platform, {**params["collect"], **collect}, 0) for t in tasks]
+    save_catalog(records, P1, [CatalogTask(t, {"toy@16": 1}) for t in tasks], "test")
+    run_params = _write_params(work, collect=collect, sampling={
+        "platforms": [P2], "mode": "active", "strategy": "rdu", "rate": 0.5, "rounds": 2, "first_batch": 0.2,
+        "model": "mlp", "epochs": 5, "ensemble": 1})
+    specs = [get_platform(run_params, p).spec_vector for p in (P1, P2)]
+    Tokenizer.for_kind("cpu").fit([trace_to_steps(json.loads(p)) for pool in pools for p in pool], specs) \
+        .save(work / "data" / "features" / "tokenizer.json")
+    return pools
+
+
+def _active_ids(root: Path) -> tuple[list[str], list[str]]:
+    table = RecordStore(root).read(P2, columns=["record_id", "program_id"])
+    return table.column("record_id").to_pylist(), table.column("program_id").to_pylist()
+
+
+@pytest.mark.slow
+def test_sigkilled_active_sampling_resumes_without_remeasuring_and_picks_as_an_uninterrupted_run(
+        tmp_path, params, host_platform):
+    """Active RDU on two tiny matmul tasks (pools of 10, 10 picks: 2 random, then 2 rounds of 4), measured
+    for real on P2; SIGKILLed after the first committed batch of round 1, then rerun to the end.
+
+    The reference is an uninterrupted run with the same seed *on the same measurements*: a run
+    over a copy of the final store, which finds each round's picks measured and measures nothing.
+    An uninterrupted run that measures afresh cannot be expected to pick the same programs:
+    real timings differ between two measurements of a program, and RDU retrains f on them
+    every round (only the random first batch is independent of them, and it is checked
+    against the killed run's own).
+    """
+    from tcl.collect.catalog import load_tasks_by_key
+    from tcl.features.dataset import load_tokenizer
+    from tcl.platforms import get_platform
+    from tcl.sampling.active import sample_active
+    from tcl.sampling.base import round_budgets, total_budget
+    from tcl.sampling.settings import SamplingSettings
+
+    work = tmp_path / "run"
+    pools = _active_inputs(work, params, host_platform)
+    budgets = round_budgets(total_budget(sum(len(p) for p in pools), 0.5), 2, 0.2)
+    budget, first = sum(budgets), budgets[0]
+    assert budgets == [2, 4, 4], budgets  # round 1 takes more than one committed part: the kill lands in it
+    sample = work / "data" / "samples" / f"{P2}.npz"
+
+    proc = _start(work, "active", P2)
+    killed_round0 = None
+    for line in proc.stdout:
+        if line.startswith("round 0 measured "):
+            killed_round0 = json.loads(line[len("round 0 measured "):])
+        elif line.startswith("measured") and killed_round0 is not None:  # round 1's first committed part
+            _kill(proc)
+            break
+    else:
+        pytest.fail(f"the sampling ended (exit {proc.wait()}) before round 1 committed a batch")
+    before_records, before_programs = _active_ids(work / "data" / "active")
+    assert len(killed_round0) == first and set(killed_round0) < set(before_programs)
+    assert len(before_records) == len(set(before_records)) == len(set(before_programs)) < budget
+    assert not sample.exists(), "a killed sampling published picks"
+
+    out = _run(work, "active", P2).splitlines()
+    measured_now = sum(int(ln.split()[1]) for ln in out if ln.startswith("measured"))
+    picks = json.loads(next(ln for ln in out if ln.startswith("picks "))[len("picks "):])
+    per_round = json.loads(next(ln for ln in out if ln.startswith("rounds "))[len("rounds "):])
+    after_records, after_programs = _active_ids(work / "data" / "active")
+    # none lost, none twice, and only what the killed run had not measured is measured now
+    assert len(after_records) == len(set(after_records)) == len(set(after_programs)) == budget
+    assert set(before_records) <= set(after_records)
+    assert measured_now == budget - len(before_records)
+    assert sorted(picks) == sorted(after_programs) and len(set(picks)) == budget
+    # the rerun made the killed run's decisions again: its first batch, and round 1 holds what was measured
+    assert per_round == budgets
+    assert sorted(picks[:first]) == sorted(killed_round0)
+    assert set(before_programs) - set(killed_round0) <= set(picks[first:first + per_round[1]])
+    with np.load(sample) as got:
+        assert got["program_id"].tolist() == picks
+
+    ref_store = tmp_path / "ref_active"
+    shutil.copytree(work / "data" / "active", ref_store)
+    run_params = yaml.safe_load((work / "params.yaml").read_text())
+    records = RecordStore(work / "data" / "records")
+    run, pool, _ = sample_active(get_platform(run_params, P2), run_params, SamplingSettings.from_params(run_params),
+                                 int(run_params["seed"]), records, RecordStore(ref_store),
+                                 sorted(load_tasks_by_key(records, P1)),
+                                 load_tokenizer(work / "data" / "features" / P1), _NoMeasuring(), lambda n: None)
+    assert pool.program_id[run.picks].tolist() == picks
+    assert [r.picked for r in run.rounds] == per_round
+    assert not _tmp_files(work / "data")
 
 
 # ---------------------------------------------------------------- training

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -32,8 +31,10 @@ from ..data.store import RecordStore
 from ..platforms import Platform, get_platform, host_mismatch, require_device
 from .candidates import CandidateSource, trace_json
 from .catalog import task_catalog
-from .measure import LocalMeasurer, pin_to_cpus
+from .measure import LocalMeasurer, make_measurer, pin_to_cpus
+from .remote import measure_mode, remote_board
 from .replay import replay_candidates
+from .runner_log import note_runner
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +79,8 @@ def _record(platform: Platform, task, program: list, outcome, now: datetime, loa
     }
 
 
-def _commit(store: RecordStore, platform: Platform, task, programs: list, outcomes) -> None:
-    now, load = datetime.now(timezone.utc), os.getloadavg()[0]
+def _commit(store: RecordStore, platform: Platform, task, programs: list, outcomes, load: float | None) -> None:
+    now = datetime.now(timezone.utc)
     store.append(platform.name, task.key, records_to_table(
         [_record(platform, task, p, o, now, load) for p, o in zip(programs, outcomes)]))
 
@@ -133,12 +134,14 @@ def replay_task(task, platform: Platform, pool: list[str], store: RecordStore, m
     """
     known = set(store.read(platform.name, task.key, columns=["program"]).column("program").to_pylist())
     todo = [p for p in pool if p not in known]
+    if todo:
+        note_runner(store, platform.name, measurer.runner_info)  # where these are timed (runner_log.py)
     batches = [todo[i:i + batch_size] for i in range(0, len(todo), batch_size)]
     counts = [0, 0]
 
     def finish(texts: list[str], job) -> None:
         outcomes, _ = measurer.collect(job)
-        _commit(store, platform, task, [json.loads(t) for t in texts], outcomes)
+        _commit(store, platform, task, [json.loads(t) for t in texts], outcomes, measurer.machine_load())
         counts[0] += len(texts)
         counts[1] += sum(1 for o in outcomes if o.error_code)
         on_progress(len(texts))
@@ -169,21 +172,26 @@ def measure_task(task, platform: Platform, source: Platform, store: RecordStore,
 
 
 class LazyMeasurers:
-    """One LocalMeasurer per platform, started on first use: a resumed collection with nothing
-    left to measure starts no builder or runner processes (each imports TVM, ~25 s)."""
+    """One measurer per platform (`make_measurer`: local, or its board over RPC), started on first
+    use: a resumed collection with nothing left to measure starts no builder or runner processes
+    (each imports TVM, ~25 s)."""
 
     def __init__(self, cfg: dict[str, Any]):
         self.cfg, self._by_name = cfg, {}
 
     def get(self, platform: Platform) -> LocalMeasurer:
         if platform.name not in self._by_name:
-            self._by_name[platform.name] = LocalMeasurer(platform.tvm_target(), platform.threads,
-                                                         self.cfg.get("builder", {}), self.cfg.get("runner", {}))
+            self._by_name[platform.name] = make_measurer(platform, self.cfg.get("builder", {}),
+                                                         self.cfg.get("runner", {}))
         return self._by_name[platform.name]
 
 
-def collect_pools(params: dict[str, Any], store: RecordStore, progress: bool = True) -> list[CollectSummary]:
-    """Collect every catalog task: the pool on `collect.source`, replayed on `collect.platforms`."""
+def collect_pools(params: dict[str, Any], store: RecordStore, progress: bool = True,
+                  measure: Callable[..., tuple[int, int]] = measure_task) -> list[CollectSummary]:
+    """Collect every catalog task: the pool on `collect.source`, replayed on `collect.platforms`.
+
+    `measure` (measure_task's signature) measures one task on one platform: the flow passes
+    measure_task wrapped as a Prefect task with retries."""
     cfg = params["collect"]
     source = get_platform(params, cfg["source"])
     platforms = [get_platform(params, name) for name in cfg["platforms"]]
@@ -193,13 +201,17 @@ def collect_pools(params: dict[str, Any], store: RecordStore, progress: bool = T
         raise ValueError(f"collect.platforms {wrong} are not {source.kind} platforms like the source "
                          f"'{source.name}': a pool drawn for one kind cannot be replayed on another")
     here, away = [], {}
+    remote = measure_mode(cfg.get("runner") or {}) == "rpc"  # boards are timed elsewhere: no host check here
     for p in [source, *others]:
-        reason = host_mismatch(p)
+        reason = None if remote else host_mismatch(p)
         if reason:
             away[p.name] = reason
             log.warning("%s: its tasks are left for a machine with that CPU", reason)
         else:
-            require_device(p)
+            if remote:
+                remote_board(p, cfg.get("runner") or {})  # a platform without a board fails now, by name
+            else:
+                require_device(p)
             here.append(p)
     with store.exclusive_writer("collect"):
         pin_to_cpus(tuple(cfg.get("search_cpus") or ()))  # the search stays off the measurement cores
@@ -225,7 +237,7 @@ def collect_pools(params: dict[str, Any], store: RecordStore, progress: bool = T
                 for p in here:
                     if counts[p.name].get(task.key, 0) >= len(pool):
                         continue  # done (a pool can be smaller than pool_size: a small design space)
-                    m, f = measure_task(task, p, source, store, measurers.get(p), cfg, seed, bar.update)
+                    m, f = measure(task, p, source, store, measurers.get(p), cfg, seed, bar.update)
                     now[p.name][0] += m
                     now[p.name][1] += f
                 for p in here:

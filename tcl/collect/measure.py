@@ -1,7 +1,10 @@
-"""Build and run candidate schedules for real (LocalBuilder / LocalRunner).
+"""Build and run candidate schedules for real (LocalBuilder / LocalRunner, or an RPC board).
 
 Every candidate gets an outcome: run times, or the error that stopped it. Failed
 builds and runs are data too (they teach a cost model what not to propose).
+`make_measurer` is the one place that decides where a platform's programs are timed:
+here (`collect.runner.mode: local`) or on a board behind TVM's RPC tracker (`rpc`,
+see remote.py); the collector, active sampling and tuning all get their measurer there.
 """
 
 from __future__ import annotations
@@ -94,6 +97,18 @@ def _cpus(value) -> tuple[int, ...] | None:
     return tuple(int(c) for c in value) if value else None
 
 
+def evaluator_config(runner_cfg: dict[str, Any]):
+    """How each program is timed (`collect.runner`: number, repeat, min_repeat_ms), here or on a board."""
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.runner.EvaluatorConfig(
+        number=int(runner_cfg.get("number", 3)),
+        repeat=int(runner_cfg.get("repeat", 1)),
+        min_repeat_ms=int(runner_cfg.get("min_repeat_ms", 0)),
+        enable_cpu_cache_flush=bool(runner_cfg.get("cpu_cache_flush", False)),
+    )
+
+
 class LocalMeasurer:
     """Measure on this machine with the platform's thread count.
 
@@ -109,23 +124,39 @@ class LocalMeasurer:
         self._ms = ms
         self.target = target
         self.device_type = "cuda" if target.kind.name == "cuda" else "cpu"
-        run_cpus, build_cpus = _cpus(runner_cfg.get("cpus")), _cpus(builder_cfg.get("cpus"))
-        if run_cpus and threads > len(run_cpus):
-            raise ValueError(f"collect.runner.cpus {list(run_cpus)} has fewer cores than the platform's "
-                             f"{threads} threads")
-        # Builds may overlap runs only when they cannot land on a measurement core.
-        self.can_overlap = bool(run_cpus and build_cpus and not set(run_cpus) & set(build_cpus))
+        build_cpus = _cpus(builder_cfg.get("cpus"))
+        # The runner first: a set-up that cannot measure fails before any builder process starts.
+        self.runner = self._make_runner(threads, runner_cfg)
+        self.can_overlap = self._may_overlap(build_cpus)
         self.builder = pooled_local_builder(float(builder_cfg.get("timeout_sec", 30)), cpus=build_cpus)
-        self.runner = ms.runner.LocalRunner(
+
+    def _make_runner(self, threads: int, runner_cfg: dict[str, Any]):
+        self._run_cpus = _cpus(runner_cfg.get("cpus"))
+        if self._run_cpus and threads > len(self._run_cpus):
+            raise ValueError(f"collect.runner.cpus {list(self._run_cpus)} has fewer cores than the platform's "
+                             f"{threads} threads")
+        return self._ms.runner.LocalRunner(
             timeout_sec=float(runner_cfg.get("timeout_sec", 10)),
-            initializer=functools.partial(runner_worker_init, run_cpus, threads),
-            evaluator_config=ms.runner.EvaluatorConfig(
-                number=int(runner_cfg.get("number", 3)),
-                repeat=int(runner_cfg.get("repeat", 1)),
-                min_repeat_ms=int(runner_cfg.get("min_repeat_ms", 0)),
-                enable_cpu_cache_flush=bool(runner_cfg.get("cpu_cache_flush", False)),
-            ),
+            initializer=functools.partial(runner_worker_init, self._run_cpus, threads),
+            evaluator_config=evaluator_config(runner_cfg),
         )
+
+    def _may_overlap(self, build_cpus: tuple[int, ...] | None) -> bool:
+        # Builds may overlap runs only when they cannot land on a measurement core.
+        return bool(self._run_cpus and build_cpus and not set(self._run_cpus) & set(build_cpus))
+
+    @property
+    def runner_info(self) -> dict[str, Any]:
+        """Where the programs are timed, as the store's runner log keeps it (see runner_log.py)."""
+        return {"runner": "local", "cpus": list(self._run_cpus or [])}
+
+    def machine_load(self) -> float | None:
+        """The measuring machine's 1-minute load average, kept with each batch (`load_avg`)."""
+        return os.getloadavg()[0]
+
+    def tuning_callbacks(self) -> list:
+        """MetaSchedule measure callbacks a tuning with this measurer's runner needs first (remote: one)."""
+        return []
 
     def submit(self, candidates) -> "Pending":
         """Build `candidates` (here, now) and start running them (in the runner's process).
@@ -177,3 +208,14 @@ class Pending:
     built: list
     run_index: list[int]
     futures: list
+
+
+def make_measurer(platform, builder_cfg: dict[str, Any], runner_cfg: dict[str, Any]) -> LocalMeasurer:
+    """The measurer for `platform` under `collect.runner`: local, or its board over RPC (`mode: rpc`,
+    the platform's `rpc.key`); a remote set-up that cannot measure fails here, naming key and tracker."""
+    from .remote import RemoteMeasurer, remote_board
+
+    board = remote_board(platform, runner_cfg)
+    if board is None:
+        return LocalMeasurer(platform.tvm_target(), platform.threads, builder_cfg, runner_cfg)
+    return RemoteMeasurer(platform.tvm_target(), platform.threads, builder_cfg, runner_cfg, board)

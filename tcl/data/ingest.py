@@ -4,7 +4,9 @@ The directory holds one Ansor JSON log per task (`*.json`, searched recursively)
 as Tenset's `measure_records/<platform>/` does. Each file is streamed through
 `read_ansor_log` in chunks; each chunk becomes one part
 `<store_root>/platform=<name>/part-f<file id>-<chunk>.parquet` (RecordStore's
-layout and atomic writes), so memory stays bounded by the chunk size.
+layout and atomic writes), so memory stays bounded by the chunk size. A file is the
+unit of work (`ingest_log_file`): `compute.runner: dask` spreads files over Dask workers
+(tcl.compute), and the stage commits them in file order either way, with the same bytes.
 
 Resuming: `<store_root>/platform=<name>/_ingest_manifest.json` lists every fully
 ingested file with its size, mtime and sha1. A file listed with the same size and
@@ -33,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from tqdm.auto import tqdm
 
+from tcl.compute import Units, serial_units
 from tcl.data.ansor import read_ansor_log, task_key_of
 from tcl.data.quarantine import Quarantine
 from tcl.data.store import RecordStore, atomic_write_bytes
@@ -110,18 +112,23 @@ def task_table(weights: dict[str, dict[str, int]]) -> dict[str, list[tuple[str, 
     return out
 
 
-def _set_networks(table: pa.Table, tasks: dict[str, list[tuple[str, int, str]]],
+def network_lookup(tasks: dict[str, list[tuple[str, int, str]]]) -> dict[str, tuple[str, int]]:
+    """task_key -> (network, weight) of the first network by name: what a record gets."""
+    return {key: entries[0][:2] for key, entries in tasks.items()}
+
+
+def _set_networks(table: pa.Table, networks: dict[str, tuple[str, int]],
                   unknown: set[str], where: Path) -> pa.Table:
-    if not tasks:
+    if not networks:
         return table
     nets, weights = [], []
     for key in table.column("task_key").to_pylist():
-        entries = tasks.get(key)
-        if entries is None and key not in unknown:
+        entry = networks.get(key)
+        if entry is None and key not in unknown:
             unknown.add(key)
             log.warning("%s: task %s is in no network's task weights; network '', weight 0", where, key)
-        nets.append(entries[0][0] if entries else "")
-        weights.append(entries[0][1] if entries else 0)
+        nets.append(entry[0] if entry else "")
+        weights.append(entry[1] if entry else 0)
     table = table.set_column(table.schema.get_field_index("network"), "network", pa.array(nets, pa.string()))
     return table.set_column(table.schema.get_field_index("task_weight"), "task_weight",
                             pa.array(weights, pa.int32()))
@@ -201,17 +208,63 @@ def find_logs(directory: Path, exclude: set[Path]) -> list[Path]:
                   and not any(part.startswith(".") for part in p.relative_to(directory).parts))
 
 
+class _QuarantineBuffer:
+    """Collects one file's rejected lines (a unit may run on another process); the stage
+    writes them to the real quarantine in file order, with the file's manifest commit."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[str, int | None, str, str, str]] = []
+
+    def add(self, source_file: str | Path, line: int | None, reason: str, raw: str, detail: str = "") -> None:
+        self.entries.append((str(source_file), line, reason, raw, detail))
+
+
+@dataclass
+class FileIngest:
+    """What ingesting one log file committed to the store (its manifest entry and quarantine lines)."""
+    entry: dict[str, Any]
+    quarantine: list[tuple[str, int | None, str, str, str]]
+    removed_parts: int
+
+
+def ingest_log_file(path: Path, rel: str, *, platform: str, store_root: str | Path,
+                    networks: dict[str, tuple[str, int]], chunk_size: int) -> FileIngest:
+    """The unit of work: one log file, streamed into parts of its own (`part-<file id>-<chunk>`).
+
+    Its earlier parts are removed first (a half-done or outdated ingest). Runs in the stage's
+    process or on a Dask worker; the file is "done" only once the stage writes its manifest entry.
+    """
+    store, fid = RecordStore(store_root), file_id(rel)
+    removed = _remove_parts(store, platform, fid)
+    st, digest = path.stat(), sha1_of(path)
+    buffer, unknown = _QuarantineBuffer(), set()
+    records = parts = 0
+    for table in read_ansor_log(path, platform=platform, quarantine=buffer, chunk_size=chunk_size):
+        table = _set_networks(table, networks, unknown, path)
+        store.append(platform, fid, table)
+        records += table.num_rows
+        parts += 1
+    entry = {"status": "done", "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha1": digest,
+             "records": records, "parts": parts, "quarantined": len(buffer.entries), "file_id": fid}
+    return FileIngest(entry, buffer.entries, removed)
+
+
 def ingest_ansor_dir(directory: str | Path, *, platform: str, store_root: str | Path,
                      quarantine_dir: str | Path, task_weights_path: str | Path | None = None,
-                     chunk_size: int = 10_000, progress: bool = True) -> IngestSummary:
-    """Stream every Ansor log under `directory` into `store_root` for `platform`, resumably."""
+                     chunk_size: int = 10_000, progress: bool = True,
+                     units: Units = serial_units) -> IngestSummary:
+    """Stream every Ansor log under `directory` into `store_root` for `platform`, resumably.
+
+    `units` runs the files (`ingest_log_file`): in this process by default, or on Dask
+    workers (tcl.compute); files are committed in the same order either way.
+    """
     with RecordStore(store_root).exclusive_writer(f"ingest of {platform}"):
         return _ingest_ansor_dir(directory, platform, store_root, quarantine_dir, task_weights_path,
-                                 chunk_size, progress)
+                                 chunk_size, progress, units)
 
 
 def _ingest_ansor_dir(directory, platform, store_root, quarantine_dir, task_weights_path, chunk_size,
-                      progress) -> IngestSummary:
+                      progress, units) -> IngestSummary:
     directory = Path(directory)
     if not directory.is_dir():
         raise NotADirectoryError(f"ingest directory not found: {directory}")
@@ -227,36 +280,27 @@ def _ingest_ansor_dir(directory, platform, store_root, quarantine_dir, task_weig
     done = manifest.setdefault("files", {})
     todo = [p for p in files if not _is_done(done.get(p.relative_to(directory).as_posix()), p)]
     summary = IngestSummary(platform, files=len(files), skipped=len(files) - len(todo))
+    # Not "done" while their parts are replaced (the units remove them, maybe several at once).
+    if any([done.pop(p.relative_to(directory).as_posix(), None) is not None for p in todo]):
+        _write_manifest(store, platform, manifest)
     quarantine = Quarantine(quarantine_dir, f"ingest-{platform}")
     _purge_quarantine(quarantine.path, {str(p) for p in todo})
-    unknown: set[str] = set()
+    networks = network_lookup(tasks)
+    jobs = ({"path": p, "rel": p.relative_to(directory).as_posix(), "platform": platform,
+             "store_root": str(store_root), "networks": networks, "chunk_size": chunk_size} for p in todo)
     with quarantine, tqdm(total=sum(p.stat().st_size for p in todo), unit="B", unit_scale=True,
                           disable=not progress, desc=f"ingest {platform}") as bar:
-        for path in todo:
-            rel = path.relative_to(directory).as_posix()
-            fid = file_id(rel)
-            if done.pop(rel, None) is not None:
-                _write_manifest(store, platform, manifest)  # not "done" while its parts are replaced
-            if _remove_parts(store, platform, fid):
+        for path, result in zip(todo, units(ingest_log_file, jobs)):
+            if result.removed_parts:
                 log.info("%s: removed the parts of an earlier, unfinished or outdated ingest", path)
-            st, digest = path.stat(), sha1_of(path)
-            before, records, parts, read_bytes = len(quarantine), 0, 0, 0
-            for table in read_ansor_log(path, platform=platform, quarantine=quarantine, chunk_size=chunk_size):
-                table = _set_networks(table, tasks, unknown, path)
-                store.append(platform, fid, table)
-                records += table.num_rows
-                parts += 1
-                step = pc.sum(pc.binary_length(table.column("program"))).as_py() + table.num_rows
-                read_bytes += step
-                bar.update(step)
-                bar.set_postfix(records=summary.records_now + records)
-            bar.update(max(st.st_size - read_bytes, 0))
-            done[rel] = {"status": "done", "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha1": digest,
-                         "records": records, "parts": parts, "quarantined": len(quarantine) - before,
-                         "file_id": fid}
+            for entry in result.quarantine:
+                quarantine.add(*entry)
+            done[path.relative_to(directory).as_posix()] = result.entry
             _write_manifest(store, platform, manifest)  # the commit point of this file
             summary.ingested += 1
-            summary.records_now += records
+            summary.records_now += result.entry["records"]
+            bar.update(result.entry["size"])
+            bar.set_postfix(records=summary.records_now)
     _write_manifest(store, platform, manifest)
     summary.quarantined_now = len(quarantine)
     summary.quarantine = quarantine.summary()

@@ -36,14 +36,16 @@ import json
 import logging
 import math
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tcl.compute import Units, serial_units
 from tcl.data.ansor import STEP_KINDS as ANSOR_STEP_KINDS
 from tcl.data.quarantine import Quarantine
 from tcl.data.schema import RECORD_SCHEMA, SOURCES
@@ -216,8 +218,11 @@ def first_occurrences(record_ids: pa.ChunkedArray | pa.Array, seen: set[str]) ->
     return pa.array(out, pa.bool_())
 
 
-def ge_frame(table: pa.Table, seen: set[str]) -> pa.Table:
-    """What GE validates: the flat columns plus the derived ones (see the module docstring)."""
+def ge_frame(table: pa.Table, seen: set[str], first_occurrence: pa.Array | None = None) -> pa.Table:
+    """What GE validates: the flat columns plus the derived ones (see the module docstring).
+
+    `first_occurrence`: the uniqueness flags when the caller knows them (batches validated
+    apart from each other); else they come from `seen`, which is updated."""
     def length(column: str) -> pa.Array:
         return pc.cast(pc.fill_null(pc.list_value_length(table.column(column)), 0), pa.int64())
 
@@ -226,7 +231,8 @@ def ge_frame(table: pa.Table, seen: set[str]) -> pa.Table:
         "_unknown_step_kind": unknown_step_kinds(table),
         "_program_bytes": pc.cast(pc.binary_length(table.column("program")), pa.int64()),
         "_n_run_secs": length("run_secs"),
-        "_first_occurrence": first_occurrences(table.column("record_id"), seen),
+        "_first_occurrence": (first_occurrence if first_occurrence is not None
+                              else first_occurrences(table.column("record_id"), seen)),
     }
     frame = table.select(list(FLAT_COLUMNS))
     for name in DERIVED_COLUMNS:
@@ -263,9 +269,9 @@ class Validator:
         self.suite, self.checks = build_suite(cfg)
         self.seen: set[str] = set()
 
-    def validate(self, table: pa.Table) -> BatchResult:
+    def validate(self, table: pa.Table, first_occurrence: pa.Array | None = None) -> BatchResult:
         """Validate one RECORD_SCHEMA table (row indices 0..n-1)."""
-        frame = ge_frame(table, self.seen)
+        frame = ge_frame(table, self.seen, first_occurrence)
         batch = self.batch_definition.get_batch(batch_parameters={"dataframe": frame.to_pandas()})
         result = batch.validate(self.suite, result_format={"result_format": "COMPLETE"})
         failed: dict[int, list[str]] = {}
@@ -331,19 +337,15 @@ def platform_parts(stores: list[str | Path], platform: str) -> list[Path]:
     return [p for root in stores for p in RecordStore(root).parts(platform)]
 
 
-def _batches(parts: list[Path], batch_rows: int) -> Iterator[tuple[pa.Table, list[tuple[Path, int]]]]:
-    """Concatenated parts of about `batch_rows` rows, with (part, first row index) per part."""
+def _read_batch(parts: list[Path]) -> tuple[pa.Table, list[tuple[Path, int]]]:
+    """The parts concatenated, with (part, first row index) per part."""
     tables, origins, rows = [], [], 0
     for path in parts:
         table = _read_part(path)
         origins.append((path, rows))
         tables.append(table)
         rows += table.num_rows
-        if rows >= batch_rows:
-            yield pa.concat_tables(tables), origins
-            tables, origins, rows = [], [], 0
-    if tables:
-        yield pa.concat_tables(tables), origins
+    return pa.concat_tables(tables), origins
 
 
 def _origin(origins: list[tuple[Path, int]], row: int) -> tuple[Path, int]:
@@ -355,6 +357,70 @@ def _origin(origins: list[tuple[Path, int]], row: int) -> tuple[Path, int]:
     return path, row - start + 1
 
 
+def _missing_columns(path: Path) -> None:
+    missing = [n for n in RECORD_SCHEMA.names if n not in pq.read_schema(path).names]
+    if missing:
+        raise SchemaError(f"{path}: missing columns {missing}")
+
+
+def plan_batches(parts: list[Path], batch_rows: int) -> list[tuple[list[Path], list[int]]]:
+    """Parts grouped into batches of about `batch_rows` rows, each with the rows that repeat an
+    earlier record_id: uniqueness spans batches, so it is decided here, in one pass over the ids,
+    and the batches can be validated apart (in any process) with the serial loop's flags."""
+    plan, group, duplicates, rows = [], [], [], 0
+    seen: set[str] = set()
+    for path in parts:
+        _missing_columns(path)
+        ids = pq.read_table(path, columns=["record_id"]).column("record_id")
+        try:
+            ids = pc.cast(ids, pa.string())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise SchemaError(f"{path}: 'record_id' is {ids.type}, expected string ({e})") from None
+        first = first_occurrences(ids, seen).to_numpy(zero_copy_only=False)
+        duplicates.extend(int(i) + rows for i in (~first).nonzero()[0])
+        group.append(path)
+        rows += len(ids)
+        if rows >= batch_rows:
+            plan.append((group, duplicates))
+            group, duplicates, rows = [], [], 0
+    if group:
+        plan.append((group, duplicates))
+    return plan
+
+
+@dataclass
+class BatchOutcome:
+    """What one validated batch gives the stage: counts, quarantine lines, the rows that passed."""
+    result: BatchResult
+    quarantine: list[tuple[str, int, str, str, str]]
+    passed: pa.Table
+
+
+_VALIDATORS = threading.local()
+
+
+def _validator(cfg: ValidateConfig) -> Validator:
+    """One GE context and suite per config and thread (building one takes a while)."""
+    cache = _VALIDATORS.__dict__.setdefault("by_config", {})
+    if cfg not in cache:
+        cache[cfg] = Validator(cfg)
+    return cache[cfg]
+
+
+def validate_batch(parts: list[Path], duplicates: list[int], cfg: ValidateConfig) -> BatchOutcome:
+    """The unit of work: the parts of one planned batch, validated (runs here or on a Dask worker)."""
+    table, origins = _read_batch(parts)
+    first = [True] * table.num_rows
+    for i in duplicates:
+        first[i] = False
+    validator = _validator(cfg)
+    batch = validator.validate(table, pa.array(first, pa.bool_()))
+    passed = table
+    if batch.failed:
+        passed = table.filter(pa.array([i not in batch.failed for i in range(table.num_rows)]))
+    return BatchOutcome(batch, _quarantine_entries(table, origins, batch, validator.checks), passed)
+
+
 def _detail(row: dict[str, Any], names: list[str], checks: dict[str, Check]) -> str:
     cols = []
     for name in names:
@@ -364,17 +430,20 @@ def _detail(row: dict[str, Any], names: list[str], checks: dict[str, Check]) -> 
     return "; ".join(f"{c}={row.get(c)!r:.80}" for c in cols)
 
 
-def _quarantine_rows(quarantine: Quarantine, table: pa.Table, origins: list[tuple[Path, int]],
-                     batch: BatchResult, checks: dict[str, Check]) -> None:
+def _quarantine_entries(table: pa.Table, origins: list[tuple[Path, int]], batch: BatchResult,
+                        checks: dict[str, Check]) -> list[tuple[str, int, str, str, str]]:
+    """Quarantine.add arguments for the batch's failed rows, in row order."""
     if not batch.failed:
-        return
+        return []
     idx = sorted(batch.failed)
     derived = batch.derived.take(idx).to_pylist()
+    entries = []
     for i, row, extra in zip(idx, table.take(idx).to_pylist(), derived):
         path, line = _origin(origins, i)
         names = batch.failed[i]
-        quarantine.add(path, line, "; ".join(names), json.dumps(row, default=str, sort_keys=True),
-                       _detail({**row, **extra}, names, checks))
+        entries.append((str(path), line, "; ".join(names), json.dumps(row, default=str, sort_keys=True),
+                        _detail({**row, **extra}, names, checks)))
+    return entries
 
 
 def _share(stats: dict[str, Any]) -> float | None:
@@ -451,8 +520,12 @@ class ValidationSummary:
 def validate_platform(platform: str, params: dict[str, Any], *, stores: list[str | Path],
                       validated_root: str | Path = "data/validated",
                       quarantine_dir: str | Path = "data/quarantine",
-                      report_dir: str | Path = "reports/validation", track: bool = True) -> ValidationSummary:
-    """Validate every record of `platform` in `stores`; raise ValidationFailed past the threshold."""
+                      report_dir: str | Path = "reports/validation", track: bool = True,
+                      units: Units = serial_units) -> ValidationSummary:
+    """Validate every record of `platform` in `stores`; raise ValidationFailed past the threshold.
+
+    `units` runs the batches (`validate_batch`): in this process by default, or on Dask
+    workers (tcl.compute); their outcomes are written in batch order either way."""
     cfg = ValidateConfig.from_params(params)
     parts = platform_parts(stores, platform)
     if not parts:
@@ -468,7 +541,6 @@ def validate_platform(platform: str, params: dict[str, Any], *, stores: list[str
     for p in (qpath, validated, report, ge_report):
         p.unlink(missing_ok=True)
 
-    validator = Validator(cfg)
     summary = ValidationSummary(platform, max_failed_share=cfg.max_failed_share, parts=len(parts),
                                 paths={"validated": str(validated), "quarantine": str(qpath),
                                        "report": str(report), "ge_result": str(ge_report)})
@@ -476,14 +548,14 @@ def validate_platform(platform: str, params: dict[str, Any], *, stores: list[str
     try:
         with Quarantine(quarantine_dir, f"validate-{platform}") as quarantine, \
                 pq.ParquetWriter(tmp, RECORD_SCHEMA, compression="zstd") as writer:
-            for table, origins in _batches(parts, cfg.batch_rows):
-                batch = validator.validate(table)
-                summary.merge(batch)
-                ge_results.append(batch.ge_result)
-                _quarantine_rows(quarantine, table, origins, batch, validator.checks)
-                if batch.failed:
-                    table = table.filter(pa.array([i not in batch.failed for i in range(table.num_rows)]))
-                writer.write_table(table)
+            jobs = ({"parts": group, "duplicates": duplicates, "cfg": cfg}
+                    for group, duplicates in plan_batches(parts, cfg.batch_rows))
+            for outcome in units(validate_batch, jobs):
+                summary.merge(outcome.result)
+                ge_results.append(outcome.result.ge_result)
+                for entry in outcome.quarantine:
+                    quarantine.add(*entry)
+                writer.write_table(outcome.passed)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -502,19 +574,18 @@ def validate_platform(platform: str, params: dict[str, Any], *, stores: list[str
 
 
 def log_to_mlflow(summary: ValidationSummary, cfg: ValidateConfig, params: dict[str, Any],
-                  report: Path, ge_report: Path) -> str:
-    """One MLflow run for this validation; returns its run id."""
-    from tcl.tracking import init_mlflow
+                  report: Path, ge_report: Path) -> str | None:
+    """One MLflow run for this validation (a failed validation is a FAILED run, with its artifacts);
+    returns its run id, None when tracking is off."""
+    from tcl import tracking
 
-    mlflow = init_mlflow(params)
-    run = mlflow.start_run(run_name=f"validate-{summary.platform}",
-                           tags={"stage": "validate", "platform": summary.platform,
-                                 "passed": str(summary.passed).lower()})
-    status = "FAILED"
-    try:
-        mlflow.log_params({"max_failed_share": cfg.max_failed_share, "min_steps": cfg.min_steps,
-                           "max_steps": cfg.max_steps, "max_mean_sec": cfg.max_mean_sec,
-                           "batch_rows": cfg.batch_rows, "parts": summary.parts})
+    with tracking.run(params, f"validate-{summary.platform}",
+                      {"stage": "validate", "platform": summary.platform,
+                       "passed": str(summary.passed).lower()}) as run:
+        run.status = "FINISHED" if summary.passed else "FAILED"
+        tracking.log_params({"max_failed_share": cfg.max_failed_share, "min_steps": cfg.min_steps,
+                             "max_steps": cfg.max_steps, "max_mean_sec": cfg.max_mean_sec,
+                             "batch_rows": cfg.batch_rows, "parts": summary.parts})
         metrics = {"rows": summary.rows, "failed_rows": summary.failed_rows,
                    "failed_share": summary.failed_share}
         for name, st in summary.expectations.items():
@@ -522,11 +593,7 @@ def log_to_mlflow(summary: ValidationSummary, cfg: ValidateConfig, params: dict[
             metrics[f"success.{key}"] = float(st["success"])
             if st["unexpected_count"] is not None:
                 metrics[f"unexpected.{key}"] = st["unexpected_count"]
-        mlflow.log_metrics(metrics)
-        mlflow.log_artifact(str(report), artifact_path="validation")
-        mlflow.log_artifact(str(ge_report), artifact_path="validation")
-        if summary.passed:
-            status = "FINISHED"
-    finally:
-        mlflow.end_run(status=status)  # a failed validation is a FAILED run, with its artifacts
-    return run.info.run_id
+        tracking.log_metrics(metrics)
+        tracking.log_artifact(str(report), artifact_path="validation")
+        tracking.log_artifact(str(ge_report), artifact_path="validation")
+    return run.run_id

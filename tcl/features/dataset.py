@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..compute import ComputeSettings, Units, serial_units
 from ..data.splits import DEFAULT_HOLDOUT, SPLITS, add_labels, task_networks_of, task_splits
 from ..data.store import atomic_write_bytes, atomic_write_npz
 from ..platforms import Platform, load_platforms
@@ -31,14 +32,35 @@ from .tokenizer import Tokenizer, sequence_stats
 ARRAY_FIELDS = ("x", "label", "group", "task_key", "program_id", "network", "op_type", "task_weight", "mean_sec")
 
 
-def _arrays(table: pa.Table, tokenizer: Tokenizer, spec: list[float]) -> dict[str, np.ndarray]:
-    steps = table.column("steps").to_pylist()
+def featurize_steps(tokenizer: Tokenizer, steps: pa.Array, spec: list[float]) -> np.ndarray:
+    """The unit of work: one chunk of programs' steps -> matrices (runs here or on a Dask worker)."""
+    return tokenizer.transform(steps.to_pylist(), spec)
+
+
+def _features(table: pa.Table, tokenizer: Tokenizer, spec: list[float], units: Units,
+              chunk_rows: int) -> np.ndarray:
+    """`x` of a split, `chunk_rows` programs per unit; rows are independent, so the chunks put
+    together are the matrix of the whole split."""
+    n = table.num_rows
+    x = np.zeros((n, *tokenizer.feature_shape), np.float32)
+    steps = table.column("steps")
+    starts = range(0, n, chunk_rows)
+    # A copy per chunk: a pickled slice would carry its whole parent column to a worker.
+    jobs = ({"tokenizer": tokenizer, "steps": pa.concat_arrays(steps.slice(i, chunk_rows).chunks), "spec": spec}
+            for i in starts)
+    for i, chunk in zip(starts, units(featurize_steps, jobs)):
+        x[i:i + len(chunk)] = chunk
+    return x
+
+
+def _arrays(table: pa.Table, tokenizer: Tokenizer, spec: list[float], units: Units = serial_units,
+            chunk_rows: int = 20_000) -> dict[str, np.ndarray]:
     keys = np.asarray(table.column("task_key").to_pylist(), dtype=object)
     _, group = np.unique(keys, return_inverse=True) if len(keys) else (None, np.zeros(0, np.int64))
     mean = np.asarray([m if m is not None else np.nan for m in table.column("mean_sec").to_pylist()],
                       dtype=np.float64)
     return {
-        "x": tokenizer.transform(steps, spec) if steps else np.zeros((0, *tokenizer.feature_shape), np.float32),
+        "x": _features(table, tokenizer, spec, units, chunk_rows),
         "label": np.asarray(table.column("label").to_pylist(), dtype=np.float32),
         "group": group.astype(np.int64),
         "task_key": keys.astype(str),
@@ -51,8 +73,13 @@ def _arrays(table: pa.Table, tokenizer: Tokenizer, spec: list[float]) -> dict[st
 
 
 def featurize_platforms(platforms: list[Platform], params: dict[str, Any], validated_root: str | Path,
-                        records_root: str | Path, out_root: str | Path) -> dict[str, Any]:
-    """Write every platform's split arrays and the one shared tokenizer; returns the stats written."""
+                        records_root: str | Path, out_root: str | Path,
+                        units: Units = serial_units) -> dict[str, Any]:
+    """Write every platform's split arrays and the one shared tokenizer; returns the stats written.
+
+    `units` turns chunks of `compute.chunk_rows` programs into matrices (`featurize_steps`): in
+    this process by default, or on Dask workers (tcl.compute); the arrays are the same either way.
+    """
     kinds = {p.kind for p in platforms}
     if len(kinds) != 1:
         raise ValueError(f"train.platforms mixes kinds {sorted(kinds)}: CPU and GPU features need their own "
@@ -68,6 +95,7 @@ def featurize_platforms(platforms: list[Platform], params: dict[str, Any], valid
     registered = [p.spec_vector for p in load_platforms(params).values() if p.kind == kind]
     tokenizer = Tokenizer.for_kind(kind, **params.get("features", {}).get(kind, {}))
     tokenizer.fit(train_steps, registered)
+    chunk_rows = ComputeSettings.from_params(params).chunk_rows
     out = Path(out_root)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer.save(out / "tokenizer.json")
@@ -75,7 +103,8 @@ def featurize_platforms(platforms: list[Platform], params: dict[str, Any], valid
     for p in platforms:
         (out / p.name).mkdir(exist_ok=True)
         for name in SPLITS:
-            atomic_write_npz(out / p.name / f"{name}.npz", **_arrays(splits[p.name][name], tokenizer, p.spec_vector))
+            arrays = _arrays(splits[p.name][name], tokenizer, p.spec_vector, units, chunk_rows)
+            atomic_write_npz(out / p.name / f"{name}.npz", **arrays)
         stats["platforms"][p.name] = {
             "rows": {name: splits[p.name][name].num_rows for name in SPLITS},
             "tasks": {name: len(set(splits[p.name][name].column("task_key").to_pylist())) for name in SPLITS},

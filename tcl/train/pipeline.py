@@ -5,7 +5,11 @@ and the validation/test task counts.
 
 Each run logs params, per-epoch training loss and validation top-1, the held-out
 (test) ranking metrics, and the bundle (weights + featurizer + platform specs) as a
-registered pyfunc model `<prefix>-<model>-<platform>`. Tenset-MLP (`tenset_mlp`) trains
+registered pyfunc model `<prefix>-<model>-<platform>`, tagged with its provenance
+(tcl.tracking.provenance); the promotion gate (tcl.train.promotion) then scores it and the
+current champion on the validation split and moves `champion` only if it is better. With
+tracking off (tcl.tracking) nothing is logged or registered and the bundle is only saved
+under `out_dir`. Tenset-MLP (`tenset_mlp`) trains
 on TVM's PerStoreFeature of the same rows (tcl/train/inputs.py), the others on the
 featurize stage's tokens.
 
@@ -28,14 +32,14 @@ from ..data.card import dvc_data_version
 from ..data.store import atomic_write_bytes
 from ..features.dataset import load_split
 from ..models import build_model, param_count, size_on_disk
+from .. import tracking
 from ..platforms import Platform
-from ..tracking import init_mlflow
 from ..sampling.offline import restrict_to_sample
 from .bundle import ModelBundle
 from .evaluate import random_scorer_metrics, ranking_metrics
 from .inputs import model_inputs
 from .loop import TrainConfig, fit, predict
-from .registry import log_and_register, registered_name
+from .promotion import ValidationInputs, promote
 
 
 def train_one(model_name: str, platform: Platform, params: dict[str, Any], features_dir: str | Path,
@@ -64,45 +68,40 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
     data_version = dvc_data_version(Path("dvc.lock"))
     rows, cols = featurizer.feature_shape
     model = build_model(model_name, feat_dim=cols, seq_len=rows, seed=tcfg.seed, **hparams)
-    mlflow = init_mlflow(params)
-    with mlflow.start_run(run_name=f"train-{model_name}-{platform.name}",
-                          tags={"stage": "train", "platform": platform.name, "model": model_name}):
-        mlflow.log_params({"model": model_name, "platform": platform.name, **vars(tcfg),
-                           **{f"hp.{k}": v for k, v in hparams.items()},
-                           "feature_shape": f"{rows}x{cols}", "train_rows": len(train["x"]),
-                           "train_pool_rows": pool_rows, "sample": str(sample_path or ""),
-                           "data_version": data_version,
-                           "params": param_count(model)})
+    with tracking.run(params, f"train-{model_name}-{platform.name}",
+                      {"stage": "train", "platform": platform.name, "model": model_name}):
+        tracking.log_params({"model": model_name, "platform": platform.name, **vars(tcfg),
+                             **{f"hp.{k}": v for k, v in hparams.items()},
+                             "feature_shape": f"{rows}x{cols}", "train_rows": len(train["x"]),
+                             "train_pool_rows": pool_rows, "sample": str(sample_path or ""),
+                             "data_version": data_version,
+                             "params": param_count(model)})
         eval_every = max(1, tcfg.epochs // 10)
 
         def on_epoch(epoch: int, loss: float) -> None:
-            mlflow.log_metric("train_loss", loss, step=epoch)
+            tracking.log_metric("train_loss", loss, step=epoch)
             if len(val["x"]) and (epoch % eval_every == 0 or epoch == tcfg.epochs - 1):
                 m = ranking_metrics(val, predict(model, val["x"]), ks=(1,))
-                mlflow.log_metric("val_top1", m["top1_ratio_of_sums"], step=epoch)
-                mlflow.log_metric("val_pairwise_accuracy", m["pairwise_accuracy"], step=epoch)
+                tracking.log_metric("val_top1", m["top1_ratio_of_sums"], step=epoch)
+                tracking.log_metric("val_pairwise_accuracy", m["pairwise_accuracy"], step=epoch)
 
         ckpt = checkpoint_path(params, platform.name, model_name)
         start = time.perf_counter()
         history = fit(model, train["x"], train["label"], train["group"], tcfg, on_epoch, checkpoint=ckpt)
         seconds = time.perf_counter() - start
-        _log_resumed(mlflow, history)
+        _log_resumed(history)
         metrics = {f"test_{k}": v for k, v in ranking_metrics(test, predict(model, test["x"])).items()}
         val_metrics = ranking_metrics(val, predict(model, val["x"]), ks=(1,)) if len(val["x"]) else {}
         metrics.update({f"val_{k}": v for k, v in val_metrics.items()})
         trained_epochs = tcfg.epochs - history.start_epoch
         metrics.update({"train_seconds": seconds, "seconds_per_epoch": seconds / max(trained_epochs, 1),
                         "param_count": param_count(model), "size_mb": size_on_disk(model) / 1e6})
-        mlflow.log_metrics({k: v for k, v in metrics.items() if np.isfinite(v)})
+        tracking.log_metrics({k: v for k, v in metrics.items() if np.isfinite(v)})
         bundle = ModelBundle(model_name=model_name, model=model, featurizer=featurizer, platform=platform.name,
                              spec_vector=platform.spec_vector, meta={"train_rows": int(len(train["x"]))})
         bundle_dir = bundle.save(Path(out_dir) / model_name)
-        name = registered_name(params["registry"]["prefix"], platform.name, model_name)
-        score = val_metrics.get("top1_ratio_of_sums", float("nan"))
-        version, promoted = log_and_register(bundle, bundle_dir, name, score if np.isfinite(score) else 0.0,
-                                             train["x"][:4], tags={"platform": platform.name, "model": model_name,
-                                                                   "data_version": data_version})
-        metrics.update({"registered_model": name, "version": version, "champion": promoted})
+        metrics.update(_register(bundle, bundle_dir, model_name, platform, params, features_dir, data_version,
+                                 train["x"][:4], metrics))
     ckpt.unlink(missing_ok=True)
     return metrics
 
@@ -113,11 +112,31 @@ def checkpoint_path(params: dict[str, Any], platform: str, model_name: str) -> P
     return root / platform / f"{model_name}.pt"
 
 
-def _log_resumed(mlflow, history) -> None:
+def _log_resumed(history) -> None:
     """Where training started, and the losses of epochs a killed run finished (steps as then)."""
-    mlflow.log_param("resumed_from_epoch", history.start_epoch)
+    tracking.log_param("resumed_from_epoch", history.start_epoch)
     for epoch, loss in enumerate(history.train_loss[:history.start_epoch]):
-        mlflow.log_metric("train_loss", loss, step=epoch)
+        tracking.log_metric("train_loss", loss, step=epoch)
+
+
+def _register(bundle: ModelBundle, bundle_dir: Path, model_name: str, platform: Platform, params: dict[str, Any],
+              features_dir: str | Path, data_version: str, example: np.ndarray, metrics: dict[str, Any]
+              ) -> dict[str, Any]:
+    """Register the bundle as a new version (provenance tags, held-out scores) and run the promotion
+    gate on the platform's validation split; nothing to register when tracking is off."""
+    if not tracking.live():
+        return {"registered_model": "", "version": "", "champion": False,
+                "promotion": "not registered: tracking is off"}
+    name = tracking.registered_name(params["registry"]["prefix"], platform.name, model_name)
+    scores = {"val_top1": metrics.get("val_top1_ratio_of_sums", float("nan"))}
+    if "test_top1_ratio_of_sums" in metrics:
+        scores["test_top1"] = metrics["test_top1_ratio_of_sums"]
+    tags = {"platform": platform.name, "model": model_name,
+            **tracking.version_tags(params, data_version, scores)}
+    version = tracking.registry.log_version(bundle, bundle_dir, name, example, tags)
+    decision = promote(name, version, ValidationInputs(platform.name, params, features_dir))
+    return {"registered_model": name, "version": version, "champion": decision.promoted,
+            "promotion": decision.reason}
 
 
 def train_platform(platform: Platform, params: dict[str, Any], features_dir: str | Path,

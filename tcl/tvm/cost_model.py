@@ -24,7 +24,7 @@ from ..train.bundle import ModelBundle
 def load_bundle(uri: str) -> ModelBundle:
     """A bundle from MLflow (`models:/name@alias`, `runs:/id/model`) or a local bundle directory."""
     if uri.startswith(("models:/", "runs:/")):
-        from ..train.registry import load_registered
+        from ..tracking.registry import load_registered
 
         return load_registered(uri)
     return ModelBundle.load(uri)

@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import tracking
 from ..platforms import Platform, load_platforms, require_device
-from ..tracking import init_mlflow
 from .compare import ModelRun, comparison_table, tune_side_by_side
 from .plot import plot_curves
 from .tuning import BUILTIN_COST_MODELS, make_builtin_cost_model
@@ -35,6 +35,7 @@ def cost_model_factories(names: list[str], platform: Platform, params: dict[str,
             factories[name] = (lambda n=name: make_builtin_cost_model(n, int(params.get("seed", 0)),
                                                                         platform.threads))
             continue
+        tracking.require_enabled(params, f"tune.cost_models '{name}' (a registered model)")
         choice = select_model(platform, load_platforms(params), params["registry"]["prefix"], name)
         log(f"{name}: using {choice.uri} ({choice.reason})")
         pins[name] = {"uri": choice.uri, "registered_model": choice.name, "version": choice.version,
@@ -53,26 +54,26 @@ def run_tuning_stage(platform: Platform, params: dict[str, Any], out_dir: str | 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     factories, pins = cost_model_factories(list(cfg["cost_models"]), platform, params, log)
-    mlflow = init_mlflow(params)
-    with mlflow.start_run(run_name=f"tune-{network}-{platform.name}",
-                          tags={"stage": "tune", "platform": platform.name, "network": network}):
-        mlflow.log_params({"network": network, "platform": platform.name, "trials": cfg["trials"],
-                           "num_trials_per_iter": cfg["num_trials_per_iter"], "seed": params.get("seed", 0),
-                           "cost_models": ",".join(factories)})
+    with tracking.run(params, f"tune-{network}-{platform.name}",
+                      {"stage": "tune", "platform": platform.name, "network": network}):
+        tracking.log_params({"network": network, "platform": platform.name, "trials": cfg["trials"],
+                             "num_trials_per_iter": cfg["num_trials_per_iter"], "seed": params.get("seed", 0),
+                             "cost_models": ",".join(factories)})
 
         def track(run: ModelRun) -> None:
-            with mlflow.start_run(run_name=f"{run.name}", nested=True,
-                                  tags={"stage": "tune", "cost_model": run.name, "platform": platform.name}):
+            with tracking.run(params, f"{run.name}",
+                              {"stage": "tune", "cost_model": run.name, "platform": platform.name}, nested=True):
                 if run.name in pins:
-                    mlflow.log_params({f"model_{k}": v for k, v in pins[run.name].items()})
+                    tracking.log_params({f"model_{k}": v for k, v in pins[run.name].items()})
                 for p in run.result.curve:
                     if p.estimated_latency == p.estimated_latency:
-                        mlflow.log_metric("estimated_latency_ms", p.estimated_latency * 1e3, step=p.trial)
-                mlflow.log_metrics({"tuned_latency_ms": run.e2e.tvm_latency_ms,
-                                    "reference_latency_ms": run.e2e.reference_latency_ms,
-                                    "max_abs_diff": run.e2e.max_abs_diff, "wall_seconds": run.result.wall_seconds,
-                                    "cost_model_share": run.result.cost_model_share})
-                mlflow.log_artifacts(run.result.work_dir, artifact_path="tuned")  # database + compiled library
+                        tracking.log_metric("estimated_latency_ms", p.estimated_latency * 1e3, step=p.trial)
+                tracking.log_metrics({"tuned_latency_ms": run.e2e.tvm_latency_ms,
+                                      "reference_latency_ms": run.e2e.reference_latency_ms,
+                                      "max_abs_diff": run.e2e.max_abs_diff,
+                                      "wall_seconds": run.result.wall_seconds,
+                                      "cost_model_share": run.result.cost_model_share})
+                tracking.log_artifacts(run.result.work_dir, artifact_path="tuned")  # database + compiled library
             log(f"{run.name}: tuned {run.e2e.tvm_latency_ms:.3f} ms vs {run.e2e.reference} "
                 f"{run.e2e.reference_latency_ms:.3f} ms, "
                 f"max |diff| {run.e2e.max_abs_diff:.2e}, {run.result.wall_seconds:.0f} s")
@@ -90,8 +91,8 @@ def run_tuning_stage(platform: Platform, params: dict[str, Any], out_dir: str | 
             row["model"] = pins.get(row["cost_model"], {"uri": "tvm built-in"})
         (out / f"{platform.name}.json").write_text(json.dumps({r["cost_model"]: r for r in table}, indent=2))
         write_curves(runs, out / platform.name / "curves.csv")
-        mlflow.log_artifact(str(png))
-        mlflow.log_dict({"table": table}, "comparison.json")
+        tracking.log_artifact(str(png))
+        tracking.log_dict({"table": table}, "comparison.json")
     return table
 
 

@@ -1,8 +1,9 @@
 """Pick the registered model to tune a platform with.
 
 The platform's own champion if one is registered; otherwise the champion of the
-nearest platform of the same kind by hardware spec (Euclidean distance of the
-log-scaled Table-1 vectors), and the caller is told which was used and why. The
+nearest platform of the same kind, preferring platforms measured on this very CPU
+(their `host` matches it), then by hardware spec (Euclidean distance of the
+log-scaled Table-1 vectors); the caller is told which was used and why. The
 alias is resolved to its version number, so a run records (and loads) exactly the
 model it used even if the alias moves meanwhile.
 """
@@ -13,8 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..platforms import Platform
-from ..train.registry import CHAMPION, registered_name
+from .. import tracking
+from ..platforms import Platform, host_mismatch
+from ..tracking import CHAMPION, registered_name
 
 
 @dataclass(frozen=True)
@@ -33,15 +35,11 @@ def spec_distance(a: Platform, b: Platform) -> float:
 
 def select_model(target: Platform, platforms: dict[str, Platform], prefix: str, model_name: str) -> Selection:
     """The champion for `target`, or the nearest platform's; LookupError if none is registered."""
-    import mlflow
-
-    client = mlflow.MlflowClient()
 
     def champion(p: Platform, reason: str) -> Selection | None:
         name = registered_name(prefix, p.name, model_name)
-        try:
-            found = client.get_model_version_by_alias(name, CHAMPION)
-        except mlflow.exceptions.MlflowException:
+        found = tracking.registry.champion(name)
+        if found is None:
             return None
         return Selection(f"models:/{name}/{found.version}", p.name, reason, name, str(found.version),
                          found.tags.get("data_version", "unknown"))
@@ -49,11 +47,13 @@ def select_model(target: Platform, platforms: dict[str, Platform], prefix: str, 
     own = champion(target, f"champion registered for {target.name}")
     if own:
         return own
-    candidates = sorted((spec_distance(target, p), p.name) for p in platforms.values()
-                        if p.kind == target.kind and p.name != target.name)
-    for dist, name in candidates:
+    # A platform measured on this very CPU first (its labels are this machine's), then by spec distance.
+    candidates = sorted((host_mismatch(p) is not None or not p.host, spec_distance(target, p), p.name)
+                        for p in platforms.values() if p.kind == target.kind and p.name != target.name)
+    for elsewhere, dist, name in candidates:
+        where = "measured on another CPU" if elsewhere else "measured on this CPU"
         near = champion(platforms[name], f"no {model_name} model for {target.name}; nearest platform by "
-                                         f"hardware spec is {name} (distance {dist:.3f})")
+                                         f"hardware spec {where} is {name} (distance {dist:.3f})")
         if near:
             return near
     raise LookupError(f"no registered '{model_name}' champion for {target.name} or any {target.kind} platform "

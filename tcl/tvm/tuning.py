@@ -56,15 +56,18 @@ def make_builtin_cost_model(name: str, seed: int, num_tuning_cores: int):
 
 def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_name: str, trials: int,
                  work_dir: str | Path, seed: int = 0, num_trials_per_iter: int = 16,
-                 runner_cfg: dict | None = None, progress: bool = True, resume: bool = False) -> TuningResult:
+                 runner_cfg: dict | None = None, progress: bool = True, resume: bool = False,
+                 measurer=None) -> TuningResult:
     """Tune every task of `relax_mod` (a fused Relax module) for `trials` measurements in total.
 
     A run starts from an empty `work_dir` (its database included) unless `resume`: a database
     left by an earlier run would warm-start the search, and the curve would not be this run's.
+    Trials are timed by `measurer`, or by the one `make_measurer` gives for `runner_cfg`
+    (here, or on the platform's board over RPC).
     """
     from tvm.s_tir import meta_schedule as ms
 
-    from ..collect.measure import LocalMeasurer
+    from ..collect.measure import make_measurer
     from .curve import CurveRecorder
     from .timed import TimedCostModel
 
@@ -86,7 +89,7 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         extracted, str(work_dir), seed=seed, num_threads=platform.threads)
     runner_cfg = dict(runner_cfg or {})
-    measurer = LocalMeasurer(target, platform.threads, {"timeout_sec": 60}, runner_cfg)
+    measurer = measurer or make_measurer(platform, {"timeout_sec": 60}, runner_cfg)
     timed = TimedCostModel(cost_model)
     bar = tqdm(total=trials, unit="trial", disable=not progress, desc=f"tune {network} [{cost_model_name}]")
 
@@ -100,7 +103,8 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
         tasks=contexts, task_weights=weights, work_dir=str(work_dir), max_trials_global=trials,
         num_trials_per_iter=num_trials_per_iter, builder=measurer.builder, runner=measurer.runner,
         database=ms.database.JSONDatabase(work_dir=str(work_dir)), cost_model=timed,
-        measure_callbacks=ms.measure_callback.MeasureCallback.create("default") + [curve],
+        measure_callbacks=[*measurer.tuning_callbacks(), *ms.measure_callback.MeasureCallback.create("default"),
+                           curve],
         task_scheduler="gradient")
     wall = time.perf_counter() - start
     bar.close()

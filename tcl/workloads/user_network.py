@@ -4,6 +4,10 @@ A user exports their model once (`torch.export.save(torch.export.export(model, i
 "net.pt2")`); the file carries the graph, the weights and the example inputs, so the
 tuned build can be checked against the original on the same inputs. An `.onnx` file is
 checked against ONNX Runtime on seeded inputs of its declared shapes (onnx_network.py).
+
+A file that cannot be tuned, whatever is wrong with it (damaged, mislabelled, another
+format, a graph TVM cannot import), is one `NetworkFileError` naming the file, raised
+before any tuning starts; tests/test_fuzz_networks.py holds the loaders to that.
 """
 
 from __future__ import annotations
@@ -14,6 +18,10 @@ from typing import Any, Callable
 
 from .networks import NETWORKS, build_network
 from .relax_import import exported_to_relax, to_relax
+
+
+class NetworkFileError(ValueError):
+    """A `--network` spec or file that cannot be tuned; the message names the file and why."""
 
 
 @dataclass
@@ -34,10 +42,10 @@ def load_network(spec: str, workload_cfg: dict[str, Any]) -> Network:
         return Network(spec, model, inputs, to_relax(model, inputs))
     path = Path(spec)
     if path.suffix not in (".pt2", ".onnx"):
-        raise ValueError(f"network '{spec}': not a built-in network ({', '.join(sorted(NETWORKS))}), "
-                         "not a torch.export file (.pt2) and not an ONNX file (.onnx)")
+        raise NetworkFileError(f"network '{spec}': not a built-in network ({', '.join(sorted(NETWORKS))}), "
+                               "not a torch.export file (.pt2) and not an ONNX file (.onnx)")
     if not path.is_file():
-        raise FileNotFoundError(f"network file {path} does not exist")
+        raise NetworkFileError(f"network file {path} does not exist")
     if path.suffix == ".onnx":
         from .onnx_network import load_onnx
 
@@ -50,10 +58,21 @@ def _load_exported(path: Path) -> tuple[Callable, tuple, Any]:
 
     try:
         exported = torch.export.load(str(path))
-    except Exception as exc:  # torch raises several types for a damaged archive; name the file
-        raise ValueError(f"{path}: cannot be read as a torch.export program: {exc}") from exc
-    args, kwargs = exported.example_inputs or ((), {})
-    if kwargs or not args:
-        raise ValueError(f"{path}: the program must carry positional example inputs (export it with "
-                         "torch.export.export(model, (x,)) and save that)")
-    return exported.module(), tuple(args), exported_to_relax(exported)
+    except Exception as exc:  # torch raises many types for a damaged archive; name the file
+        raise NetworkFileError(f"{path}: cannot be read as a torch.export program: {exc}") from exc
+    example = exported.example_inputs
+    args, kwargs = example if isinstance(example, tuple) and len(example) == 2 else (None, None)
+    if kwargs or not isinstance(args, tuple) or not args or not all(isinstance(a, torch.Tensor) for a in args):
+        raise NetworkFileError(f"{path}: the program must carry positional example tensors (export it with "
+                               "torch.export.export(model, (x,)) and save that)")
+    try:  # the reference must run on its own inputs, or nothing can be checked against it
+        module = exported.module()
+        with torch.no_grad():
+            module(*args)
+    except Exception as exc:
+        raise NetworkFileError(f"{path}: the exported program does not run on its example inputs: {exc}") from exc
+    try:
+        relax_mod = exported_to_relax(exported)
+    except Exception as exc:  # an operator or a graph TVM's importer cannot take: say which file
+        raise NetworkFileError(f"{path}: TVM's PyTorch importer cannot translate it: {exc}") from exc
+    return module, tuple(args), relax_mod

@@ -1,0 +1,75 @@
+"""How the stage flows use Prefect tasks: retries from params.yaml, and cache keys from content.
+
+Retries are for work the machine may do differently next time (a builder or runner
+process that died, a tracking server that did not answer); a mistake in params.yaml or
+the code fails at once, without retrying. Each task's docstring says what a retry repeats:
+measuring resumes from the record store, so a retry measures only what is missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+import tcl
+
+# Failures a retry cannot fix: wrong configuration or code.
+NOT_RETRIED = (ValueError, KeyError, TypeError, LookupError, FileNotFoundError, NotImplementedError)
+RETRIED_UNITS = ("measure", "train", "tune")
+
+
+def retry_options(params: dict[str, Any], unit: str) -> dict[str, Any]:
+    """`Task.with_options` arguments for `unit` from params.yaml's `deploy.retries` (0 when unset)."""
+    if unit not in RETRIED_UNITS:
+        raise ValueError(f"unknown retried unit {unit!r}; expected one of {RETRIED_UNITS}")
+    cfg = (params.get("deploy") or {}).get("retries") or {}
+    count, delay = cfg.get(unit, 0), cfg.get("delay_s", 0)
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise ValueError(f"params.yaml: deploy.retries.{unit}: expected a count >= 0, got {count!r}")
+    if not isinstance(delay, (int, float)) or isinstance(delay, bool) or delay < 0:
+        raise ValueError(f"params.yaml: deploy.retries.delay_s: expected seconds >= 0, got {delay!r}")
+    return {"retries": count, "retry_delay_seconds": delay, "retry_condition_fn": retry_if_flaky}
+
+
+def retry_if_flaky(task, task_run, state) -> bool:
+    """Prefect retry condition: retry unless the failure is one a retry cannot fix (NOT_RETRIED)."""
+    return not isinstance(state.result(raise_on_failure=False), NOT_RETRIED)
+
+
+def content_key(files: Iterable[str | Path], code: Iterable[str], config: Any) -> str:
+    """A cache key for pure work: the content of its input files, the source of the `tcl` packages
+    it runs (`code`, e.g. "sampling") and its configuration. Any change to one gives a new key.
+
+    An .npz counts by its arrays, not its bytes: the zip container stamps the time it was
+    written, so the same features written again would otherwise look new."""
+    h = hashlib.sha256()
+    for path in files:
+        h.update(str(path).encode() + b"\0" + _file_digest(Path(path)))
+    root = Path(tcl.__file__).parent
+    for name in code:
+        sources = sorted((root / name).rglob("*.py")) if (root / name).is_dir() else [root / f"{name}.py"]
+        if not sources or not sources[0].exists():
+            raise FileNotFoundError(f"no tcl source for cache key: {root / name}")
+        for src in sources:
+            h.update(str(src.relative_to(root)).encode() + b"\0" + _file_digest(src))
+    h.update(json.dumps(config, sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+def _file_digest(path: Path) -> bytes:
+    h = hashlib.sha256()
+    if path.suffix == ".npz":
+        import numpy as np
+
+        with np.load(path, allow_pickle=False) as data:
+            for name in sorted(data.files):
+                array = np.ascontiguousarray(data[name])
+                h.update(f"{name}:{array.dtype.str}:{array.shape}".encode() + b"\0")
+                h.update(array.tobytes())
+        return h.digest()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.digest()
