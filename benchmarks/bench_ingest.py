@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import random
 import resource
 import shutil
@@ -144,6 +145,7 @@ def ingest(work: Path, runner: str, workers: int, chunk_size: int, size: int) ->
 
 def warm_prefect() -> None:
     """Start Prefect's ephemeral API before timing (a stage's flow has it running already)."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # as flows/_env.py: closed network
     from prefect import flow
 
     flow(name="bench-warm-up")(lambda: None)()
