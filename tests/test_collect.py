@@ -116,6 +116,8 @@ def test_sigkilled_collection_resumes_without_losing_or_repeating(tmp_path):
     assert len(after) == budget == len(set(after))
     assert set(before) <= set(after)
     assert not list(store.platform_dir("local-1c").glob(".*.tmp"))
+    print(f"\ncollection killed with {len(before)} records committed; rerun: {len(after)} records, "
+          f"{len(set(after))} distinct (budget {budget})")
 
 
 def test_a_second_collection_of_the_same_store_fails_fast_and_nothing_collides(tmp_path):
@@ -140,3 +142,5 @@ def test_a_second_collection_of_the_same_store_fails_fast_and_nothing_collides(t
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)  # the lock is free again
     assert again.returncode == 0 and "done (0," in again.stdout, again.stderr[-2000:]
     assert store.read("local-1c").num_rows == budget
+    print(f"\nsecond collection refused: {second.stderr.strip().splitlines()[-1]}\n"
+          f"first collection: {len(ids)} records, {len(set(ids))} distinct (budget {budget})")

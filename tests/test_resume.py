@@ -207,6 +207,9 @@ def test_sigkilled_ingest_resumes_without_losing_or_repeating_records(tmp_path):
     parts = sorted(p.name for p in store.platform_dir(P1).glob("part-*"))
     assert parts == sorted(p.name for p in RecordStore(tmp_path / "ref").platform_dir(P1).glob("part-*"))
     assert not _tmp_files(work)
+    print(f"\ningest killed after {finished}/{copies} files with {len(before)} records stored; "
+          f"rerun: {len(after)} records ({len(set(after))} distinct, {26 * copies} in the logs), "
+          f"{len(read_quarantine(qpath))} quarantined ({copies} bad lines)")
 
 
 # ---------------------------------------------------------------- validate
@@ -242,12 +245,16 @@ def test_sigkilled_validation_reruns_to_the_same_outputs_without_repeating_quara
     in_flight = validated.with_name(f".{validated.name}.tmp")
     _kill_when(proc, lambda: in_flight.exists() and 0 < _lines(qpath) < 75, "quarantined rows")
     assert not validated.exists() and not report.exists(), "a killed validation left an earlier output current"
+    at_kill = _lines(qpath)
 
     _run(tmp_path, "validate", P1)
     assert pq.read_table(validated).equals(expected[0])
     assert read_quarantine(qpath) == expected[1]  # every failed row once, in order
     assert report.read_text() == expected[2]
     assert not _tmp_files(tmp_path)
+    print(f"\nvalidate killed with {at_kill} quarantine lines written, no output published; rerun: "
+          f"{pq.read_metadata(validated).num_rows} valid + {len(read_quarantine(qpath))} quarantined "
+          f"= {table.num_rows} records")
 
 
 # ---------------------------------------------------------------- featurize
@@ -286,6 +293,8 @@ def test_sigkilled_featurize_leaves_only_whole_files_and_reruns_to_the_same_arra
     _run(work, "featurize")
     got = sorted(p.relative_to(work / "data" / "features") for p in (work / "data" / "features").rglob("*.*"))
     assert got == expected
+    print(f"\nfeaturize killed with {len(left)} of 6 array files written (each whole); rerun: {len(got)} files, "
+          f"equal to an uninterrupted run's")
     for rel in expected:
         a, b = ref / "data" / "features" / rel, work / "data" / "features" / rel
         assert _same_arrays(a, b) if rel.suffix == ".npz" else a.read_bytes() == b.read_bytes(), rel
@@ -312,6 +321,8 @@ def test_sigkilled_offline_sampling_publishes_nothing_and_reruns_to_the_same_pic
     assert not sample.exists(), "a killed sampling published picks"
 
     out = _run(tmp_path, "sample", P2)
+    print(f"\noffline sampling killed after round 1: no sample file; rerun picked {len(ref.picks)} "
+          f"of {len(split['x'])} programs, the uninterrupted run's picks")
     assert [ln for ln in out.splitlines() if ln.startswith("round")] == [f"round {r}" for r in range(5)]
     with np.load(sample) as got:
         picked, rounds = got["program_id"], got["round"]
@@ -417,6 +428,9 @@ def test_sigkilled_active_sampling_resumes_without_remeasuring_and_picks_as_an_u
     assert set(before_programs) - set(killed_round0) <= set(picks[first:first + per_round[1]])
     with np.load(sample) as got:
         assert got["program_id"].tolist() == picks
+    print(f"\nactive sampling killed in round 1 with {len(before_records)} programs measured; rerun measured "
+          f"{measured_now} more: {len(after_records)} records, {len(set(after_programs))} distinct programs "
+          f"(budget {budget})")
 
     ref_store = tmp_path / "ref_active"
     shutil.copytree(work / "data" / "active", ref_store)
@@ -463,6 +477,7 @@ def test_sigkilled_training_resumes_from_its_checkpoint_to_the_same_weights(tmp_
     _run(work, "train", P1)
 
     assert not ckpt.exists(), "the checkpoint outlived the registered model"
+    print(f"\ntraining killed after {done}/{epochs} epochs checkpointed; rerun resumed at epoch {done}")
     got = torch.load(work / "models" / P1 / "tcl" / "model.pt", weights_only=True)
     want = torch.load(ref / "models" / P1 / "tcl" / "model.pt", weights_only=True)
     assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)

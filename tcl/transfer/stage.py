@@ -42,6 +42,11 @@ def target_sample(params: dict, settings: TransferSettings, features: Path, seed
     return sample_offline(load_split(features / settings.target, "train"), params, sampling, seed).picks
 
 
+def _finite_or_none(value: float | None) -> float | None:
+    """No champion yet is NaN in the registry; the metrics file says null (strict JSON readers reject NaN)."""
+    return None if value is None or not np.isfinite(value) else float(value)
+
+
 def run_stage(params: dict[str, Any], features: str | Path, out_dir: str | Path, metrics_path: str | Path,
               plot_path: str | Path) -> dict[str, Any]:
     """Sample the target, run CKD tracked, write the metrics JSON and the forgetting PNG; returns the metrics."""
@@ -61,7 +66,7 @@ def run_stage(params: dict[str, Any], features: str | Path, out_dir: str | Path,
     metrics = {"method": METHOD, "order": settings.order, "target": settings.target, "seed": seed,
                "target_programs": int(len(sample)), "cl_epochs": settings.cl_epochs, "kd_epochs": settings.kd_epochs,
                **{f"test_{k}": v for k, v in held_out.items()},
-               "validation_top1": outcome.held_out_top1, "previous_champion_validation_top1": outcome.champion_top1,
+               "validation_top1": outcome.held_out_top1, "previous_champion_validation_top1": _finite_or_none(outcome.champion_top1),
                "params_deployed": param_count(outcome.result.model), "params_total": outcome.result.params_total,
                "kb_model": f"{params['registry']['prefix']}-kb-tcl", "kb_versions": outcome.kb_versions,
                "registered_model": outcome.registered_model, "version": outcome.version,
