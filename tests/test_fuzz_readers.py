@@ -52,6 +52,7 @@ FUZZ = settings(max_examples=200, deadline=None, derandomize=True, database=None
 FEW = settings(FUZZ, max_examples=40)  # properties that write Parquet stores (~50 ms an example)
 
 EXAMPLES: Counter[str] = Counter()  # examples run per property, printed after the module
+LINES: Counter[str] = Counter()  # data lines of the log/database properties: read, stored, quarantined
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -60,6 +61,7 @@ def _print_example_counts(request):
     if EXAMPLES:
         with request.config.pluginmanager.get_plugin("capturemanager").global_and_fixture_disabled():
             print("\nhypothesis examples run: " + ", ".join(f"{k}={n}" for k, n in sorted(EXAMPLES.items())))
+            print("data lines over those examples: " + ", ".join(f"{k}={n}" for k, n in sorted(LINES.items())))
 
 
 def _data_lines_of(path: Path) -> list[str]:
@@ -326,6 +328,7 @@ def test_damaged_ansor_log_loses_no_line(blob):
         lines = data_lines(blob)
         quarantined = _check_quarantine(read_quarantine(q.path), path, lines)
     assert table.num_rows + len(quarantined) == len(lines)
+    LINES.update(read=len(lines), stored=table.num_rows, quarantined=len(quarantined))
     kept = [lines[n].decode().strip() for n in sorted(lines) if n not in quarantined]
     assert table.column("program").to_pylist() == kept
     _check_records(table, "ansor")
@@ -368,6 +371,7 @@ def test_ingest_flow_quarantines_instead_of_crashing(blobs):
                           for p, ls in lines.items())
         assert quarantined == len(entries) == first.quarantined_now
         assert first.records_now + quarantined == sum(map(len, lines.values()))
+        LINES.update(read=sum(map(len, lines.values())), stored=first.records_now, quarantined=quarantined)
         assert RecordStore(Path(tmp) / "store").count("fuzz") == first.records_now == first.total_records
         again = ingest()
         assert (again.skipped, again.total_records) == (len(blobs), first.total_records)
@@ -504,6 +508,7 @@ def test_damaged_ms_database_loses_no_line(workloads, records):
         r_quarantined = _check_quarantine([e for e in entries if e["source_file"] == str(db / RECORD_FILE)],
                                           db / RECORD_FILE, r_lines)
     assert table.num_rows + len(r_quarantined) == len(r_lines)
+    LINES.update(read=len(r_lines), stored=table.num_rows, quarantined=len(r_quarantined))  # tuning records
     assert len(entries) == len(w_quarantined) + len(r_quarantined)
     _check_records(table, "metaschedule")
 
