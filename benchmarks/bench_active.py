@@ -12,7 +12,7 @@ Each arm's cost model (`sampling.model`) is then trained on what that arm measur
 scored on the platform's held-out test split. Prints programs measured, wall time and
 held-out top-1/top-5 of each arm. Run it while nothing else measures:
 
-    taskset -c 0,1 python benchmarks/bench_active.py --platform host-avx2-1c --tasks 4
+    taskset -c 0,1 python benchmarks/bench_active.py --platform zen4-avx2-1c --tasks 4
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def held_out(pool, labels, rows, test, params, model_name, seed) -> dict[str, fl
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--platform", default="host-avx2-1c")
+    ap.add_argument("--platform", default="zen4-avx2-1c", help="a trained platform measured on this CPU")
     ap.add_argument("--tasks", type=int, default=4)
     ap.add_argument("--records", default="data/records")
     ap.add_argument("--features", default="data/features")
@@ -67,9 +67,11 @@ def main() -> None:
     platform = get_platform(params, args.platform)
     source = params["collect"]["source"]
     records = RecordStore(args.records)
-    keys = sorted(set(load_split(Path(args.features) / source, "train")["task_key"].tolist()))[: args.tasks]
+    # the platform's own training tasks (its split holds the tasks of the source's pools; the source
+    # itself may not be featurized when it is not a training platform)
+    keys = sorted(set(load_split(Path(args.features) / args.platform, "train")["task_key"].tolist()))[: args.tasks]
     test = load_split(Path(args.features) / args.platform, "test")
-    tokenizer = load_tokenizer(Path(args.features) / source)
+    tokenizer = load_tokenizer(Path(args.features) / args.platform)
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
     measurer = LazyMeasurers(params["collect"]).get(platform)
