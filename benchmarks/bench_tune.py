@@ -15,7 +15,8 @@ model) are saved as PNG, logged to MLflow and declared as DVC plots.
 Learned models come from the MLflow registry (run `dvc repro` first; Tenset-MLP needs
 `tenset_mlp` in train.models). Pick networks that are not in the models' training data
 (params.yaml `split.holdout_networks`). Writes <out>/summary.{json,md}, <out>/<network>.png
-and, per run, <out>/<network>/seed<k>/ (databases, compiled libraries, curves.csv).
+and, per run, <out>/<network>/seed<k>/ (databases, compiled libraries, curves.csv). A rerun with
+the same models and trials keeps the seeds already tuned: stop it at any time and run it again.
 """
 
 from __future__ import annotations
@@ -75,6 +76,21 @@ def summarize(tables: dict[int, list[dict[str, Any]]], baseline: str) -> list[di
         entry["reference_ms"] = _mean_std([r["reference_ms"] for r in rows])
         out.append(entry)
     return out
+
+
+def finished_table(run_dir: Path, platform: str, models: list[str], trials: int) -> list[dict[str, Any]] | None:
+    """The table of an earlier run of this (network, seed) when it tuned every model with these trials.
+
+    The full benchmark takes hours on 2 cores: a rerun keeps the seeds already done (their
+    table, curves.csv and PNG) and tunes only the rest, so it can be stopped and resumed.
+    """
+    table_path, curves_path = run_dir / f"{platform}.json", run_dir / platform / "curves.csv"
+    if not (table_path.exists() and curves_path.exists()):
+        return None
+    rows = json.loads(table_path.read_text())
+    if sorted(rows) != sorted(models) or any(int(r["trials"]) != trials for r in rows.values()):
+        return None
+    return [rows[m] for m in models]
 
 
 def _on_grid(points: list[tuple[int, float, float]], grid: np.ndarray, axis: int) -> np.ndarray:
@@ -168,7 +184,10 @@ def main() -> None:
             run_params["seed"] = seed
             run_params["tune"]["network"] = network
             run_dir = out / Path(network).stem / f"seed{seed}"
-            tables[seed] = run_tuning_stage(platform, run_params, run_dir)
+            done = finished_table(run_dir, platform.name, list(tune["cost_models"]), int(tune["trials"]))
+            if done is not None:
+                print(f"{network} seed {seed}: tuned by an earlier run ({run_dir}), kept")
+            tables[seed] = done or run_tuning_stage(platform, run_params, run_dir)
             curves[seed] = read_curves(run_dir / platform.name / "curves.csv")
         name = Path(network).stem
         summary[name] = summarize(tables, baseline)

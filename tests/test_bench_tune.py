@@ -49,3 +49,18 @@ def test_curves_are_read_back_and_resampled_on_a_grid(bench, tmp_path):
     assert np.isnan(on_grid[:2]).all() and list(on_grid[2:]) == [3.0, 2.0]
     png = bench.plot_network({0: curves, 1: curves}, tmp_path / "net.png", "test")
     assert png.stat().st_size > 1000
+
+
+def test_a_rerun_keeps_only_seeds_tuned_with_the_same_models_and_trials(bench, tmp_path):
+    import json
+
+    run = tmp_path / "seed0"
+    assert bench.finished_table(run, "p", ["xgb", "tcl"], 64) is None  # nothing there yet
+    (run / "p").mkdir(parents=True)
+    (run / "p.json").write_text(json.dumps({"xgb": _row("xgb", 1.0, 64), "tcl": _row("tcl", 0.9, 16)}))
+    assert bench.finished_table(run, "p", ["xgb", "tcl"], 64) is None  # killed before its curves were written
+    (run / "p" / "curves.csv").write_text("cost_model,trial,seconds,estimated_ms\n")
+    table = bench.finished_table(run, "p", ["xgb", "tcl"], 64)
+    assert [r["cost_model"] for r in table] == ["xgb", "tcl"]
+    assert bench.finished_table(run, "p", ["xgb", "tcl"], 256) is None  # other trials: tune again
+    assert bench.finished_table(run, "p", ["xgb", "tcl", "random"], 64) is None  # another model set
