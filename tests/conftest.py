@@ -36,6 +36,23 @@ def toy_matmul_task(n: int = 16, network: str = "toy"):
                            op_type="dense", flops=2.0 * n ** 3, mod=mod)
 
 
+@pytest.fixture
+def one_thread():
+    """Small ops on a shared 2-core box run far faster without OpenMP thread hand-offs."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def print_past_capture(request, *lines: str) -> None:
+    """Print even without -s (module summaries such as the fuzz suites' example counts)."""
+    with request.config.pluginmanager.get_plugin("capturemanager").global_and_fixture_disabled():
+        print("\n" + "\n".join(lines))
+
+
 @pytest.fixture(scope="session")
 def params():
     from tcl.config import load_params

@@ -35,7 +35,9 @@ from hypothesis import strategies as st
 
 from tcl.workloads.user_network import NetworkFileError, load_network
 
+from conftest import print_past_capture
 from test_fuzz_readers import byte_damage, json_edit
+from tiny_net import TinyNet
 
 pytestmark = pytest.mark.slow  # ~0.1-2 s an example (import, and a TVM build of what loads)
 
@@ -49,18 +51,9 @@ EXAMPLES: Counter[str] = Counter()  # examples run per property, and how many lo
 def _print_example_counts(request):
     yield
     if EXAMPLES:
-        with request.config.pluginmanager.get_plugin("capturemanager").global_and_fixture_disabled():
-            print("\nhypothesis examples run: " + ", ".join(f"{k}={n}" for k, n in sorted(EXAMPLES.items())))
+        print_past_capture(request, "hypothesis examples run: " + ", ".join(f"{k}={n}" for k, n in sorted(EXAMPLES.items())))
 
 
-class TinyNet(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 4, 3)
-        self.fc = torch.nn.Linear(4 * 6 * 6, 5)
-
-    def forward(self, x):
-        return self.fc(torch.relu(self.conv(x)).flatten(1))
 
 
 @pytest.fixture(scope="module")

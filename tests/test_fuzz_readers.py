@@ -44,6 +44,8 @@ from tcl.data.store import RecordStore
 from tcl.data.tenset_tasks import TaskPickleError, load_task_pkl, read_task_weights_mapping
 from tcl.platforms import SPEC_FIELDS, load_platforms
 
+from conftest import print_past_capture
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
 
@@ -59,9 +61,8 @@ LINES: Counter[str] = Counter()  # data lines of the log/database properties: re
 def _print_example_counts(request):
     yield
     if EXAMPLES:
-        with request.config.pluginmanager.get_plugin("capturemanager").global_and_fixture_disabled():
-            print("\nhypothesis examples run: " + ", ".join(f"{k}={n}" for k, n in sorted(EXAMPLES.items())))
-            print("data lines over those examples: " + ", ".join(f"{k}={n}" for k, n in sorted(LINES.items())))
+        print_past_capture(request, "hypothesis examples run: " + ", ".join(f"{k}={n}" for k, n in sorted(EXAMPLES.items())),
+                           "data lines over those examples: " + ", ".join(f"{k}={n}" for k, n in sorted(LINES.items())))
 
 
 def _data_lines_of(path: Path) -> list[str]:

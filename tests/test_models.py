@@ -18,13 +18,6 @@ from tcl.models.metrics import (pairwise_accuracy, topk_mean_per_network,
                                 topk_per_network, topk_ratio_of_sums)
 
 
-@pytest.fixture
-def one_thread():
-    """Small ops on a shared 2-core box run far faster without OpenMP thread hand-offs."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 # ---------------------------------------------------------------- Mamba block

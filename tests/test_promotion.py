@@ -36,12 +36,7 @@ HPARAMS = {"hidden": 32, "encoder_layers": 1, "res_blocks": 1}
 SPLITS = {"train": (12, 0), "validation": (8, 1), "test": (4, 2)}   # tasks, seed
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def programs(tasks: int, seed: int, per_task: int = 16) -> tuple[list, dict[str, np.ndarray]]:

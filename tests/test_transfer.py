@@ -28,12 +28,7 @@ HPARAMS = {"tcl": {"encoder_dims": (16, 32), "decoder_dims": (16,), "d_state": 4
            "tlp": {"upsample_dims": (16, 32), "head_dims": (16,), "heads": 2, "res_blocks": 1}}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def platform_splits(platforms, seed=0, tasks=3, per_task=16, flip=False):

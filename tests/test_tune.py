@@ -10,17 +10,8 @@ import torch
 
 from tcl.workloads import load_network
 
+from tiny_net import TinyNet
 
-class TinyNet(torch.nn.Module):
-    """Not a built-in network: a conv, a ReLU and a dense layer."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 4, 3)
-        self.fc = torch.nn.Linear(4 * 6 * 6, 5)
-
-    def forward(self, x):
-        return self.fc(torch.relu(self.conv(x)).flatten(1))
 
 
 def _export_onnx(path, input_shape=(1, 3, 8, 8), dynamic_batch=False):
