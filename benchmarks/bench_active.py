@@ -12,7 +12,7 @@ Each arm's cost model (`sampling.model`) is then trained on what that arm measur
 scored on the platform's held-out test split. Prints programs measured, wall time and
 held-out top-1/top-5 of each arm. Run it while nothing else measures:
 
-    taskset -c 0,1 python benchmarks/bench_active.py --platform zen4-avx2-1c --tasks 4
+    taskset -c 0,1 python benchmarks/bench_active.py --platform zen4-avx2-1c --tasks 8 --seeds 3
 """
 
 from __future__ import annotations
@@ -60,9 +60,13 @@ def main() -> None:
     ap.add_argument("--records", default="data/records")
     ap.add_argument("--features", default="data/features")
     ap.add_argument("--work", default="tmp/bench_active")
+    ap.add_argument("--seeds", type=int, default=1, help="active arm repetitions, from the params' seed on")
+    ap.add_argument("--epochs", type=int, help="override train.epochs (both arms' held-out models)")
     args = ap.parse_args()
     params = load_params(args.params)
-    seed = int(params.get("seed", 0))
+    if args.epochs:
+        params["train"]["epochs"] = args.epochs
+    seeds = [int(params.get("seed", 0)) + k for k in range(args.seeds)]
     settings = SamplingSettings.from_params(params)
     platform = get_platform(params, args.platform)
     source = params["collect"]["source"]
@@ -80,12 +84,15 @@ def main() -> None:
     replay_task(tasks[keys[0]], platform, records.pool(keys[0])[:1], RecordStore(work / "warmup"), measurer, 1,
                 lambda n: None)
 
-    start = time.perf_counter()
-    active_store = RecordStore(work / "active")
-    counter = [0]
-    run, pool, labels = sample_active(platform, params, settings, seed, records, active_store, keys, tokenizer,
-                                      measurer, lambda n: counter.__setitem__(0, counter[0] + n))
-    active_seconds = time.perf_counter() - start
+    active = []   # per seed: (programs measured, seconds, held-out metrics)
+    for seed in seeds:
+        start = time.perf_counter()
+        counter = [0]
+        store = RecordStore(work / f"active{seed}")
+        run, pool, labels = sample_active(platform, params, settings, seed, records, store, keys, tokenizer,
+                                          measurer, lambda n: counter.__setitem__(0, counter[0] + n))
+        seconds = time.perf_counter() - start
+        active.append((counter[0], seconds, held_out(pool, labels, run.picks, test, params, settings.model, seed)))
 
     start = time.perf_counter()
     full_store = RecordStore(work / "all")
@@ -97,19 +104,24 @@ def main() -> None:
     full_seconds = time.perf_counter() - start
     full_pool = candidate_pool(records, {k: tasks[k] for k in keys}, tokenizer, platform.spec_vector)
     full_labels = measured_labels(full_store, platform.name, full_pool)[1]
+    whole = [(full_count, full_seconds, held_out(full_pool, full_labels, np.arange(len(full_pool.texts)), test,
+                                                 params, settings.model, seed)) for seed in seeds]
 
-    arms = {"active": (counter[0], active_seconds, held_out(pool, labels, run.picks, test, params, settings.model, seed)),
-            "whole pool": (full_count, full_seconds,
-                           held_out(full_pool, full_labels, np.arange(len(full_pool.texts)), test, params,
-                                    settings.model, seed))}
-    print(f"{args.platform}: {len(keys)} tasks, pool of {len(pool.texts)} programs; {settings.strategy} at "
-          f"{settings.rate:.0%} in {settings.rounds} rounds; model {settings.model}; held-out test: "
-          f"{len(set(test['task_key']))} tasks")
-    print(f"{'arm':<11} {'measured':>8} {'wall s':>8}  {'top-1':>6} {'top-5':>6}  (TCL eq. 12; mean per network)")
-    for name, (n, sec, m) in arms.items():
-        print(f"{name:<11} {n:>8} {sec:>8.1f}  {m['top1_ratio_of_sums']:>6.3f} {m['top5_ratio_of_sums']:>6.3f}  "
-              f"({m['top1_mean_per_network']:.3f}, {m['top5_mean_per_network']:.3f})")
+    print(f"{args.platform}: {len(keys)} tasks, pool of {len(full_pool.texts)} programs; {settings.strategy} at "
+          f"{settings.rate:.0%} in {settings.rounds} rounds; model {settings.model} ({params['train']['epochs']} "
+          f"epochs); held-out test: {len(set(test['task_key']))} tasks; seeds {seeds} (the whole pool is "
+          f"measured once, its model trained once per seed)")
+    print(f"{'arm':<11} {'measured':>14} {'wall s':>14}  {'top-1 (eq. 12)':>15} {'top-1 (mean/net)':>16} "
+          f"{'top-5 (eq. 12)':>15}")
+    for name, runs in (("active", active), ("whole pool", whole)):
+        cells = [_mean_std([r[0] for r in runs], 0), _mean_std([r[1] for r in runs], 1)]
+        cells += [_mean_std([r[2][k] for r in runs], 3)
+                  for k in ("top1_ratio_of_sums", "top1_mean_per_network", "top5_ratio_of_sums")]
+        print(f"{name:<11} {cells[0]:>14} {cells[1]:>14}  {cells[2]:>15} {cells[3]:>16} {cells[4]:>15}")
 
+
+def _mean_std(values: list[float], digits: int) -> str:
+    return f"{np.mean(values):.{digits}f} +- {np.std(values, ddof=1) if len(values) > 1 else 0.0:.{digits}f}"
 
 if __name__ == "__main__":
     main()
