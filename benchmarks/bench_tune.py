@@ -15,8 +15,9 @@ model) are saved as PNG, logged to MLflow and declared as DVC plots.
 Learned models come from the MLflow registry (run `dvc repro` first; Tenset-MLP needs
 `tenset_mlp` in train.models). Pick networks that are not in the models' training data
 (params.yaml `split.holdout_networks`). Writes <out>/summary.{json,md}, <out>/<network>.png
-and, per run, <out>/<network>/seed<k>/ (databases, compiled libraries, curves.csv). A rerun with
-the same models and trials keeps the seeds already tuned: stop it at any time and run it again.
+and, per network, seed and model, <out>/<network>/seed<k>/<model>/ (the run's table and curves.csv,
+its database and compiled library). A rerun with the same trials keeps every (seed, model) already
+tuned: stop it at any time and run it again, or add a model to an earlier run.
 """
 
 from __future__ import annotations
@@ -78,19 +79,41 @@ def summarize(tables: dict[int, list[dict[str, Any]]], baseline: str) -> list[di
     return out
 
 
-def finished_table(run_dir: Path, platform: str, models: list[str], trials: int) -> list[dict[str, Any]] | None:
-    """The table of an earlier run of this (network, seed) when it tuned every model with these trials.
+def tuned_models(run_dir: Path, platform: str, trials: int) -> dict[str, tuple[dict[str, Any], list]]:
+    """cost model -> (table row, curve) for every model an earlier run tuned for this (network, seed)
+    with these trials.
 
-    The full benchmark takes hours on 2 cores: a rerun keeps the seeds already done (their
-    table, curves.csv and PNG) and tunes only the rest, so it can be stopped and resumed.
+    The full benchmark takes hours on 2 cores, so a seed's models are tuned one at a time, each
+    into <run_dir>/<model>/: a rerun keeps what is there and a kill loses at most the model that
+    was being tuned. A seed tuned in one go (<run_dir>/<platform>.json) counts as well.
     """
-    table_path, curves_path = run_dir / f"{platform}.json", run_dir / platform / "curves.csv"
-    if not (table_path.exists() and curves_path.exists()):
-        return None
-    rows = json.loads(table_path.read_text())
-    if sorted(rows) != sorted(models) or any(int(r["trials"]) != trials for r in rows.values()):
-        return None
-    return [rows[m] for m in models]
+    done: dict[str, tuple[dict[str, Any], list]] = {}
+    for table_path in [run_dir / f"{platform}.json", *sorted(run_dir.glob(f"*/{platform}.json"))]:
+        curves_path = table_path.parent / platform / "curves.csv"
+        if not (table_path.exists() and curves_path.exists()):
+            continue  # killed before its curves were written
+        curves = read_curves(curves_path)
+        for model, row in json.loads(table_path.read_text()).items():
+            if int(row["trials"]) == trials and model in curves:
+                done.setdefault(model, (row, curves[model]))
+    return done
+
+
+def seed_table(done: dict[str, tuple[dict[str, Any], list]], models: list[str], baseline: str) -> list[dict]:
+    """The seed's rows in `models` order, each model's reach-the-baseline figures measured against
+    this seed's baseline curve (a model tuned on its own was its own baseline)."""
+    from tcl.tvm.compare import first_reaching
+    from tcl.tvm.curve import CurvePoint
+
+    final = [ms for _, _, ms in done[baseline][1] if math.isfinite(ms)]
+    target = final[-1] if final else math.nan
+    rows = []
+    for model in models:
+        row, curve = done[model]
+        reach = first_reaching([CurvePoint(t, sec, ms) for t, sec, ms in curve], target)
+        rows.append({**row, f"trials_to_{baseline}_final": reach.trial if reach else None,
+                     f"seconds_to_{baseline}_final": round(reach.seconds, 1) if reach else None})
+    return rows
 
 
 def _on_grid(points: list[tuple[int, float, float]], grid: np.ndarray, axis: int) -> np.ndarray:
@@ -175,22 +198,27 @@ def main() -> None:
             workloads[key] = value
     platform = get_platform(params, args.platform)
     out = Path(args.out)
-    baseline = tune.get("baseline", "xgb")
-    summary, pngs = {}, []
+    models = list(tune["cost_models"])
+    baseline = tune.get("baseline", "xgb") if tune.get("baseline", "xgb") in models else models[0]
+    summary, seed_tables, pngs = {}, {}, []
     for network in args.networks or [tune["network"]]:
         tables, curves = {}, {}
         for seed in args.seeds:
-            run_params = copy.deepcopy(params)
-            run_params["seed"] = seed
-            run_params["tune"]["network"] = network
             run_dir = out / Path(network).stem / f"seed{seed}"
-            done = finished_table(run_dir, platform.name, list(tune["cost_models"]), int(tune["trials"]))
-            if done is not None:
-                print(f"{network} seed {seed}: tuned by an earlier run ({run_dir}), kept")
-            tables[seed] = done or run_tuning_stage(platform, run_params, run_dir)
-            curves[seed] = read_curves(run_dir / platform.name / "curves.csv")
+            done = tuned_models(run_dir, platform.name, int(tune["trials"]))
+            kept = [m for m in models if m in done]
+            if kept:
+                print(f"{network} seed {seed}: {', '.join(kept)} tuned by an earlier run ({run_dir}), kept")
+            for model in (m for m in models if m not in done):
+                run_params = copy.deepcopy(params)
+                run_params["seed"] = seed
+                run_params["tune"].update(network=network, cost_models=[model])
+                run_tuning_stage(platform, run_params, run_dir / model)
+                done = tuned_models(run_dir, platform.name, int(tune["trials"]))
+            tables[seed] = seed_table(done, models, baseline)
+            curves[seed] = {m: done[m][1] for m in models}
         name = Path(network).stem
-        summary[name] = summarize(tables, baseline)
+        summary[name], seed_tables[name] = summarize(tables, baseline), tables
         pngs.append(plot_network(curves, out / f"{name}.png",
                                  f"{name} on {platform.name}: {tune['trials']} trials, seeds {args.seeds}"))
     text = render(summary, baseline, args.seeds, int(tune["trials"]))
@@ -198,7 +226,7 @@ def main() -> None:
     (out / "summary.md").write_text(text)
     (out / "summary.json").write_text(json.dumps({"platform": platform.name, "seeds": args.seeds,
                                                   "trials": int(tune["trials"]), "workloads": workloads,
-                                                  "networks": summary}, indent=2))
+                                                  "networks": summary, "per_seed": seed_tables}, indent=2))
     from tcl import tracking
 
     with tracking.run(params, f"bench-tune-{platform.name}", {"stage": "bench_tune"}):

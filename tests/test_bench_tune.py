@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 
 import numpy as np
 import pytest
@@ -51,16 +52,41 @@ def test_curves_are_read_back_and_resampled_on_a_grid(bench, tmp_path):
     assert png.stat().st_size > 1000
 
 
-def test_a_rerun_keeps_only_seeds_tuned_with_the_same_models_and_trials(bench, tmp_path):
+CURVES_HEADER = "cost_model,trial,seconds,estimated_ms\n"
+
+
+def test_a_rerun_keeps_each_model_tuned_with_the_same_trials_in_either_layout(bench, tmp_path):
     import json
 
     run = tmp_path / "seed0"
-    assert bench.finished_table(run, "p", ["xgb", "tcl"], 64) is None  # nothing there yet
+    assert bench.tuned_models(run, "p", 64) == {}  # nothing there yet
+    # a seed tuned in one go: its table, then (at the end) the curves of every model
     (run / "p").mkdir(parents=True)
     (run / "p.json").write_text(json.dumps({"xgb": _row("xgb", 1.0, 64), "tcl": _row("tcl", 0.9, 16)}))
-    assert bench.finished_table(run, "p", ["xgb", "tcl"], 64) is None  # killed before its curves were written
-    (run / "p" / "curves.csv").write_text("cost_model,trial,seconds,estimated_ms\n")
-    table = bench.finished_table(run, "p", ["xgb", "tcl"], 64)
-    assert [r["cost_model"] for r in table] == ["xgb", "tcl"]
-    assert bench.finished_table(run, "p", ["xgb", "tcl"], 256) is None  # other trials: tune again
-    assert bench.finished_table(run, "p", ["xgb", "tcl", "random"], 64) is None  # another model set
+    assert bench.tuned_models(run, "p", 64) == {}  # killed before its curves were written
+    (run / "p" / "curves.csv").write_text(CURVES_HEADER + "xgb,8,1.0,1.0\ntcl,8,1.0,0.9\n")
+    assert sorted(bench.tuned_models(run, "p", 64)) == ["tcl", "xgb"]
+    assert bench.tuned_models(run, "p", 256) == {}  # other trials: tune again
+    # a model tuned on its own, into <run>/<model>/
+    (run / "random" / "p").mkdir(parents=True)
+    (run / "random" / "p.json").write_text(json.dumps({"random": _row("random", 1.1, None)}))
+    (run / "random" / "p" / "curves.csv").write_text(CURVES_HEADER + "random,8,1.0,1.1\n")
+    done = bench.tuned_models(run, "p", 64)
+    assert sorted(done) == ["random", "tcl", "xgb"] and done["random"][1] == [(8, 1.0, 1.1)]
+    # one being tuned when the benchmark was killed (its table is not written yet) is not kept
+    (run / "tlp" / "p").mkdir(parents=True)
+    assert "tlp" not in bench.tuned_models(run, "p", 64)
+
+
+def test_seed_table_measures_every_model_against_this_seeds_baseline_curve(bench):
+    xgb = [(8, 1.0, math.nan), (16, 2.0, 3.0), (24, 3.0, 2.0)]
+    faster = [(8, 1.5, 2.5), (16, 3.0, 1.9), (24, 4.0, 1.8)]
+    slower = [(8, 1.5, 2.5), (16, 3.0, 2.1), (24, 4.0, 2.05)]
+    # rows tuned on their own carry reach figures against themselves: they must be replaced
+    done = {"xgb": (_row("xgb", 2.0, 24), xgb), "tcl": (_row("tcl", 1.8, 24), faster),
+            "random": (_row("random", 2.05, 24), slower)}
+    rows = {r["cost_model"]: r for r in bench.seed_table(done, ["xgb", "tcl", "random"], "xgb")}
+    assert [r for r in rows] == ["xgb", "tcl", "random"]
+    assert (rows["xgb"]["trials_to_xgb_final"], rows["xgb"]["seconds_to_xgb_final"]) == (24, 3.0)
+    assert (rows["tcl"]["trials_to_xgb_final"], rows["tcl"]["seconds_to_xgb_final"]) == (16, 3.0)
+    assert rows["random"]["trials_to_xgb_final"] is None and rows["random"]["seconds_to_xgb_final"] is None
