@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -19,7 +17,7 @@ from tcl.models.metrics import pairwise_accuracy
 from tcl.train.loop import TrainConfig, fit, predict
 from tcl.train.xgb_baseline import XGBConfig, XGBRanker
 
-from conftest import REPO, toy_matmul_task
+from conftest import toy_matmul_task
 
 pytestmark = pytest.mark.slow
 
@@ -111,9 +109,7 @@ def test_bench_models_runs_end_to_end(toy_store, params, host_platform, tmp_path
     pq.write_table(store.read(host_platform.name), validated)
     bench_params = dict(params, split={"holdout_networks": ["toy_b"], "val_fraction": 0.0})
     featurize_platforms([host_platform], bench_params, tmp_path, store.root, tmp_path / "features")
-    spec = importlib.util.spec_from_file_location("bench_models", REPO / "benchmarks" / "bench_models.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    from benchmarks import bench_models as bench
     result = bench.run(host_platform.name, bench_params, epochs=1, seed=0, models=["tcl", "tenset_mlp", "xgb"],
                        features_root=tmp_path / "features", validated=validated, store_root=store.root,
                        xgb_rounds=5, log=lambda _: None)

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 
 import numpy as np
 import pytest
 
-from conftest import REPO
-
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_tune", REPO / "benchmarks" / "bench_tune.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from benchmarks import bench_tune  # a script, imported as a module (the repo root is on sys.path)
+
+    return bench_tune
 
 
 def _row(model, final, reach, tuned=1.0):

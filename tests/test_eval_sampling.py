@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
-
-from conftest import REPO
 
 
 @pytest.fixture(scope="module")
 def evaluation():
-    spec = importlib.util.spec_from_file_location("eval_sampling", REPO / "benchmarks" / "eval_sampling.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from benchmarks import eval_sampling  # a script, imported as a module (the repo root is on sys.path)
+
+    return eval_sampling
 
 
 def _runs(strategy, rate, top1s):
