@@ -86,3 +86,14 @@ def test_seed_table_measures_every_model_against_this_seeds_baseline_curve(bench
     assert (rows["xgb"]["trials_to_xgb_final"], rows["xgb"]["seconds_to_xgb_final"]) == (24, 3.0)
     assert (rows["tcl"]["trials_to_xgb_final"], rows["tcl"]["seconds_to_xgb_final"]) == (16, 3.0)
     assert rows["random"]["trials_to_xgb_final"] is None and rows["random"]["seconds_to_xgb_final"] is None
+
+
+def test_back_to_back_latencies_replace_the_runs_own_and_the_speedup_follows(bench):
+    tables = {0: [_row("xgb", 1.0, 64, tuned=1.5), _row("tcl", 0.9, 16, tuned=4.0)],
+              1: [_row("xgb", 1.0, 64, tuned=1.5), _row("tcl", 0.9, 16, tuned=1.0)]}
+    bench.apply_retimed(tables, {(0, "xgb"): 1.2, (0, "tcl"): 1.0, (1, "xgb"): 1.1, (1, "tcl"): 0.8}, 3.0)
+    tcl0 = tables[0][1]
+    assert (tcl0["tuned_ms"], tcl0["tuned_ms_while_tuning"]) == (1.0, 4.0)
+    assert tcl0["reference_ms"] == 3.0 and tcl0["reference_ms_while_tuning"] == 2.0
+    assert tcl0["speedup_vs_reference"] == pytest.approx(3.0)
+    assert tables[1][0]["speedup_vs_reference"] == pytest.approx(3.0 / 1.1)

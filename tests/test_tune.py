@@ -105,6 +105,14 @@ def test_user_network_is_tuned_from_scratch_and_its_library_runs(user_network, t
     np.testing.assert_allclose(out.numpy(), expected, atol=1e-4)
     assert json.loads(records[0])  # the records are MetaSchedule's own JSON lines
 
+    # the tuning benchmark times every saved library again, interleaved with the reference
+    from benchmarks import bench_tune
+
+    tuned, reference_ms = bench_tune.retime(str(user_network), {}, host_platform,
+                                            {(0, "random"): library, (1, "random"): library}, rounds=2)
+    assert set(tuned) == {(0, "random"), (1, "random")}
+    assert all(0 < ms < 1e3 for ms in tuned.values()) and 0 < reference_ms < 1e3
+
 
 @pytest.mark.slow
 def test_an_onnx_network_is_tuned_and_matches_onnx_runtime(onnx_network, tmp_path, host_platform):

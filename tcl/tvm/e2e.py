@@ -64,7 +64,27 @@ def compile_and_check(database, relax_mod, platform, model, inputs, reference_ms
     with torch.no_grad():
         expected = first_tensor(model(*inputs))
     diff = float(np.max(np.abs(out.numpy() - expected.numpy())))
-    timer = vm.time_evaluator("main", device, number=5, repeat=repeats)
-    tvm_ms = float(np.median(timer(*tvm_inputs).results) * 1e3)
+    tvm_ms = vm_latency_ms(vm, device, tvm_inputs, repeats)
     return EndToEnd(tvm_latency_ms=tvm_ms, reference_latency_ms=reference_ms, max_abs_diff=diff,
                     library=str(library_path or ""), reference=reference)
+
+
+def vm_latency_ms(vm, device, tvm_inputs, repeats: int = 20) -> float:
+    """Median latency of the network's `main` (5 runs per repeat)."""
+    timer = vm.time_evaluator("main", device, number=5, repeat=repeats)
+    return float(np.median(timer(*tvm_inputs).results) * 1e3)
+
+
+class LibraryTimer:
+    """A compiled library loaded back as a user deploys it, timed on the given inputs."""
+
+    def __init__(self, library: str, platform, inputs):
+        import tvm
+        from tvm import relax
+
+        self.device = tvm.cpu(0) if platform.kind == "cpu" else tvm.cuda(0)
+        self.vm = relax.VirtualMachine(tvm.runtime.load_module(str(library)), self.device)
+        self.inputs = [tvm.runtime.tensor(x.numpy(), self.device) for x in inputs]
+
+    def latency_ms(self, repeats: int = 20) -> float:
+        return vm_latency_ms(self.vm, self.device, self.inputs, repeats)
