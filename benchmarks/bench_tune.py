@@ -231,6 +231,8 @@ def main() -> None:
     ap.add_argument("--per-iter", type=int)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--models", nargs="+")
+    ap.add_argument("--report-only", action="store_true",
+                    help="tune nothing: report the seeds whose every model an earlier run tuned")
     ap.add_argument("--retime-rounds", type=int, default=3,
                     help="time every compiled library and the reference again, back to back (0: keep the runs' own)")
     ap.add_argument("--out", default="reports/bench_tune")
@@ -257,7 +259,11 @@ def main() -> None:
             kept = [m for m in models if m in done]
             if kept:
                 print(f"{network} seed {seed}: {', '.join(kept)} tuned by an earlier run ({run_dir}), kept")
-            for model in (m for m in models if m not in done):
+            missing = [m for m in models if m not in done]
+            if args.report_only and missing:
+                print(f"{network} seed {seed}: {', '.join(missing)} not tuned yet, seed left out of the report")
+                continue
+            for model in missing:
                 run_params = copy.deepcopy(params)
                 run_params["seed"] = seed
                 run_params["tune"].update(network=network, cost_models=[model])
@@ -266,8 +272,10 @@ def main() -> None:
             tables[seed] = seed_table(done, models, baseline)
             curves[seed] = {m: done[m][1] for m in models}
         name = Path(network).stem
+        if not tables:
+            continue
         libraries = {(seed, m): library_path(out / name / f"seed{seed}", platform.name, m, name)
-                     for seed in args.seeds for m in models}
+                     for seed in tables for m in models}
         if args.retime_rounds and all(libraries.values()):
             print(f"{name}: timing {len(libraries)} compiled libraries and the reference again, "
                   f"interleaved, {args.retime_rounds} rounds")
@@ -277,17 +285,20 @@ def main() -> None:
             print(f"{name}: some compiled libraries are missing; tuned latencies are the tuning runs' own")
         summary[name], seed_tables[name] = summarize(tables, baseline), tables
         pngs.append(plot_network(curves, out / f"{name}.png",
-                                 f"{name} on {platform.name}: {tune['trials']} trials, seeds {args.seeds}"))
-    text = render(summary, baseline, args.seeds, int(tune["trials"]), retimed=retimed)
+                                 f"{name} on {platform.name}: {tune['trials']} trials, seeds {sorted(tables)}"))
+    if not summary:
+        raise SystemExit("nothing to report: no seed has every model tuned yet")
+    seeds = sorted({seed for tables in seed_tables.values() for seed in tables})
+    text = render(summary, baseline, seeds, int(tune["trials"]), retimed=retimed)
     print(text)
     (out / "summary.md").write_text(text)
-    (out / "summary.json").write_text(json.dumps({"platform": platform.name, "seeds": args.seeds,
+    (out / "summary.json").write_text(json.dumps({"platform": platform.name, "seeds": seeds,
                                                   "trials": int(tune["trials"]), "workloads": workloads,
                                                   "networks": summary, "per_seed": seed_tables}, indent=2))
     from tcl import tracking
 
     with tracking.run(params, f"bench-tune-{platform.name}", {"stage": "bench_tune"}):
-        tracking.log_params({"networks": ",".join(summary), "seeds": ",".join(map(str, args.seeds)),
+        tracking.log_params({"networks": ",".join(summary), "seeds": ",".join(map(str, seeds)),
                              "trials": tune["trials"], "cost_models": ",".join(tune["cost_models"])})
         for path in (*pngs, out / "summary.md", out / "summary.json"):
             tracking.log_artifact(str(path))

@@ -97,3 +97,31 @@ def test_back_to_back_latencies_replace_the_runs_own_and_the_speedup_follows(ben
     assert tcl0["reference_ms"] == 3.0 and tcl0["reference_ms_while_tuning"] == 2.0
     assert tcl0["speedup_vs_reference"] == pytest.approx(3.0)
     assert tables[1][0]["speedup_vs_reference"] == pytest.approx(3.0 / 1.1)
+
+
+def test_report_only_summarizes_the_seeds_whose_every_model_is_tuned(bench, tmp_path, monkeypatch, capsys):
+    """main() over per-model results on disk, tuning nothing: seed 1 lacks tcl and is left out."""
+    import json
+    import sys
+
+    def tuned(seed, model, curve):
+        run = tmp_path / "net" / f"seed{seed}" / model
+        (run / "local-1c").mkdir(parents=True)
+        (run / "local-1c.json").write_text(json.dumps({model: _row(model, curve[-1][2], None)}))
+        (run / "local-1c" / "curves.csv").write_text(
+            CURVES_HEADER + "".join(f"{model},{t},{s},{ms}\n" for t, s, ms in curve))
+
+    tuned(0, "xgb", [(8, 1.0, 3.0), (16, 2.0, 2.0)])
+    tuned(0, "tcl", [(8, 1.5, 1.9), (16, 3.0, 1.8)])
+    tuned(1, "xgb", [(8, 1.0, 3.0)])
+    monkeypatch.setenv("TCL_TRACKING", "off")
+    monkeypatch.setattr(sys, "argv", ["bench_tune.py", "--platform", "local-1c", "--networks", "net", "--trials",
+                                      "64", "--seeds", "0", "1", "--models", "xgb", "tcl", "--report-only",
+                                      "--out", str(tmp_path)])
+    bench.main()
+    assert "net seed 1: tcl not tuned yet" in capsys.readouterr().out
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["seeds"] == [0]
+    rows = {r["cost_model"]: r for r in summary["networks"]["net"]}
+    assert rows["tcl"]["trials_to_xgb_final"]["mean"] == 8 and rows["xgb"]["trials_to_xgb_final"]["mean"] == 16
+    assert (tmp_path / "net.png").stat().st_size > 1000 and "| net | tcl | 8 +- 0 |" in (tmp_path / "summary.md").read_text()
