@@ -70,8 +70,10 @@ def summarize(tables: dict[int, list[dict[str, Any]]], baseline: str) -> list[di
         entry: dict[str, Any] = {"cost_model": model, "seeds": len(rows)}
         for key in FIGURES:
             entry[key] = _mean_std([r[key] for r in rows])
-        for key in (f"trials_to_{baseline}_final", f"seconds_to_{baseline}_final"):
-            entry[key] = _mean_std([r[key] for r in rows])
+        for key in (f"trials_to_{baseline}_final", f"seconds_to_{baseline}_final",
+                    f"{baseline}_trials_to_match", f"{baseline}_seconds_to_match"):
+            entry[key] = _mean_std([r.get(key) for r in rows])
+        entry[f"{baseline}_matched"] = sum(r.get(f"{baseline}_trials_to_match") is not None for r in rows)
         entry[f"reached_{baseline}_final"] = sum(r[f"trials_to_{baseline}_final"] is not None for r in rows)
         entry["trials"] = rows[0]["trials"]
         entry["reference_ms"] = _mean_std([r["reference_ms"] for r in rows])
@@ -79,9 +81,9 @@ def summarize(tables: dict[int, list[dict[str, Any]]], baseline: str) -> list[di
     return out
 
 
-def tuned_models(run_dir: Path, platform: str, trials: int) -> dict[str, tuple[dict[str, Any], list]]:
+def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int]) -> dict[str, tuple[dict[str, Any], list]]:
     """cost model -> (table row, curve) for every model an earlier run tuned for this (network, seed)
-    with these trials.
+    with its trial budget in `budgets`.
 
     The full benchmark takes hours on 2 cores, so a seed's models are tuned one at a time, each
     into <run_dir>/<model>/: a rerun keeps what is there and a kill loses at most the model that
@@ -94,25 +96,31 @@ def tuned_models(run_dir: Path, platform: str, trials: int) -> dict[str, tuple[d
             continue  # killed before its curves were written
         curves = read_curves(curves_path)
         for model, row in json.loads(table_path.read_text()).items():
-            if int(row["trials"]) == trials and model in curves:
+            if int(row["trial_budget"]) == budgets.get(model) and model in curves:
                 done.setdefault(model, (row, curves[model]))
     return done
 
 
 def seed_table(done: dict[str, tuple[dict[str, Any], list]], models: list[str], baseline: str) -> list[dict]:
-    """The seed's rows in `models` order, each model's reach-the-baseline figures measured against
-    this seed's baseline curve (a model tuned on its own was its own baseline)."""
+    """The seed's rows in `models` order, with each model's reach-the-baseline figures measured against
+    this seed's baseline curve (a model tuned on its own was its own baseline), and the baseline's
+    trials and seconds to reach the model's final estimate (None: not within the baseline's budget)."""
     from tcl.tvm.compare import first_reaching
     from tcl.tvm.curve import CurvePoint
 
     final = [ms for _, _, ms in done[baseline][1] if math.isfinite(ms)]
     target = final[-1] if final else math.nan
+    base_curve = [CurvePoint(t, sec, ms) for t, sec, ms in done[baseline][1]]
     rows = []
     for model in models:
         row, curve = done[model]
         reach = first_reaching([CurvePoint(t, sec, ms) for t, sec, ms in curve], target)
+        # the other way round: how long the baseline took to reach this model's final estimate
+        match = first_reaching(base_curve, row["final_est_ms"])
         rows.append({**row, f"trials_to_{baseline}_final": reach.trial if reach else None,
-                     f"seconds_to_{baseline}_final": round(reach.seconds, 1) if reach else None})
+                     f"seconds_to_{baseline}_final": round(reach.seconds, 1) if reach else None,
+                     f"{baseline}_trials_to_match": match.trial if match else None,
+                     f"{baseline}_seconds_to_match": round(match.seconds, 1) if match else None})
     return rows
 
 
@@ -200,20 +208,29 @@ def _fmt(stat: dict[str, Any], digits: int = 3) -> str:
     return f"{stat['mean']:.{digits}g} +- {stat['std']:.2g}"
 
 
-def render(summary: dict[str, list[dict[str, Any]]], baseline: str, seeds: list[int], trials: int,
+def render(summary: dict[str, list[dict[str, Any]]], baseline: str, seeds: list[int], budgets: dict[str, int],
            retimed: bool = False) -> str:
-    head = ["network", "cost model", f"trials to {baseline} final", f"seconds to {baseline} final",
-            f"seeds reaching {baseline}", "final est. ms", "tuned ms", "x reference", "cost-model share"]
+    head = ["network", "cost model", "trials", f"trials to {baseline} final", f"seconds to {baseline} final",
+            f"seeds reaching {baseline}", f"{baseline} trials to match", f"{baseline} seconds to match",
+            "final est. ms", "tuned ms", "x reference", "cost-model share"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for network, rows in summary.items():
         for r in rows:
+            matched = f"{r[f'{baseline}_matched']}/{r['seeds']}"
             lines.append("| " + " | ".join([
-                network, r["cost_model"], _fmt(r[f"trials_to_{baseline}_final"]),
+                network, r["cost_model"], str(r["trials"]), _fmt(r[f"trials_to_{baseline}_final"]),
                 _fmt(r[f"seconds_to_{baseline}_final"]), f"{r[f'reached_{baseline}_final']}/{r['seeds']}",
+                f"{_fmt(r[f'{baseline}_trials_to_match'])} ({matched})",
+                f"{_fmt(r[f'{baseline}_seconds_to_match'])} ({matched})",
                 _fmt(r["final_est_ms"]), _fmt(r["tuned_ms"]), _fmt(r["speedup_vs_reference"]),
                 _fmt(r["cost_model_share"], 2)]) + " |")
-    notes = [f"{trials} trials per cost model, seeds {seeds}; mean +- sample std over seeds; 'trials/seconds to "
-             f"{baseline} final' averages the seeds that reached {baseline}'s final estimate of the same seed."]
+    budget_text = ", ".join(f"{m} {n}" for m, n in budgets.items())
+    notes = [f"trial budgets: {budget_text}; seeds {seeds}; mean +- sample std over seeds.",
+             f"'to {baseline} final': this model's trials/seconds to reach {baseline}'s final estimate of the same "
+             f"seed, over the seeds that reached it; '{baseline} to match': {baseline}'s trials/seconds to reach this "
+             f"model's final estimate, over the seeds where it did (in brackets).",
+             "A network's estimate exists once every task has a measurement: the scheduler's first round gives "
+             "each task one batch, so no curve starts before tasks x per-iter trials."]
     if retimed:
         notes.append("tuned ms and x reference: every compiled library and the reference timed again at the end, "
                      "back to back and interleaved (the tuning runs' own figures are in summary.json, *_while_tuning).")
@@ -228,6 +245,8 @@ def main() -> None:
     ap.add_argument("--image-size", type=int, help="image networks' input size (default workloads.image_size)")
     ap.add_argument("--seq-len", type=int, help="token networks' sequence length (default workloads.seq_len)")
     ap.add_argument("--trials", type=int)
+    ap.add_argument("--baseline-trials", type=int,
+                    help="the baseline's (XGB's) budget, e.g. 3x --trials: does a model at 1/3 of its trials match it?")
     ap.add_argument("--per-iter", type=int)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--models", nargs="+")
@@ -249,13 +268,15 @@ def main() -> None:
     out = Path(args.out)
     models = list(tune["cost_models"])
     baseline = tune.get("baseline", "xgb") if tune.get("baseline", "xgb") in models else models[0]
+    budgets = {m: int(tune["trials"]) for m in models}
+    budgets[baseline] = args.baseline_trials or budgets[baseline]
     summary, seed_tables, pngs = {}, {}, []
     retimed = bool(args.retime_rounds)  # every network's libraries timed again
     for network in args.networks or [tune["network"]]:
         tables, curves = {}, {}
         for seed in args.seeds:
             run_dir = out / Path(network).stem / f"seed{seed}"
-            done = tuned_models(run_dir, platform.name, int(tune["trials"]))
+            done = tuned_models(run_dir, platform.name, budgets)
             kept = [m for m in models if m in done]
             if kept:
                 print(f"{network} seed {seed}: {', '.join(kept)} tuned by an earlier run ({run_dir}), kept")
@@ -266,9 +287,9 @@ def main() -> None:
             for model in missing:
                 run_params = copy.deepcopy(params)
                 run_params["seed"] = seed
-                run_params["tune"].update(network=network, cost_models=[model])
+                run_params["tune"].update(network=network, cost_models=[model], trials=budgets[model])
                 run_tuning_stage(platform, run_params, run_dir / model)
-                done = tuned_models(run_dir, platform.name, int(tune["trials"]))
+                done = tuned_models(run_dir, platform.name, budgets)
             tables[seed] = seed_table(done, models, baseline)
             curves[seed] = {m: done[m][1] for m in models}
         name = Path(network).stem
@@ -285,21 +306,22 @@ def main() -> None:
             print(f"{name}: some compiled libraries are missing; tuned latencies are the tuning runs' own")
         summary[name], seed_tables[name] = summarize(tables, baseline), tables
         pngs.append(plot_network(curves, out / f"{name}.png",
-                                 f"{name} on {platform.name}: {tune['trials']} trials, seeds {sorted(tables)}"))
+                                 f"{name} on {platform.name}: {tune['trials']} trials ({baseline}: "
+                                 f"{budgets[baseline]}), seeds {sorted(tables)}"))
     if not summary:
         raise SystemExit("nothing to report: no seed has every model tuned yet")
     seeds = sorted({seed for tables in seed_tables.values() for seed in tables})
-    text = render(summary, baseline, seeds, int(tune["trials"]), retimed=retimed)
+    text = render(summary, baseline, seeds, budgets, retimed=retimed)
     print(text)
     (out / "summary.md").write_text(text)
     (out / "summary.json").write_text(json.dumps({"platform": platform.name, "seeds": seeds,
-                                                  "trials": int(tune["trials"]), "workloads": workloads,
+                                                  "trials": budgets, "workloads": workloads,
                                                   "networks": summary, "per_seed": seed_tables}, indent=2))
     from tcl import tracking
 
     with tracking.run(params, f"bench-tune-{platform.name}", {"stage": "bench_tune"}):
         tracking.log_params({"networks": ",".join(summary), "seeds": ",".join(map(str, seeds)),
-                             "trials": tune["trials"], "cost_models": ",".join(tune["cost_models"])})
+                             "trials": json.dumps(budgets), "cost_models": ",".join(tune["cost_models"])})
         for path in (*pngs, out / "summary.md", out / "summary.json"):
             tracking.log_artifact(str(path))
     print("curves: " + ", ".join(str(p) for p in pngs))

@@ -16,7 +16,7 @@ def bench():
 
 
 def _row(model, final, reach, tuned=1.0):
-    return {"cost_model": model, "trials": 64, "wall_s": 10.0, "final_est_ms": final,
+    return {"cost_model": model, "trials": 65, "trial_budget": 64, "wall_s": 10.0, "final_est_ms": final,
             "trials_to_xgb_final": reach, "seconds_to_xgb_final": None if reach is None else reach / 8,
             "cost_model_share": 0.1, "tuned_ms": tuned, "reference_ms": 2.0, "speedup_vs_reference": 2.0 / tuned}
 
@@ -32,8 +32,8 @@ def test_summary_averages_over_seeds_and_counts_the_seeds_that_reached_the_basel
     assert tcl["final_est_ms"]["mean"] == pytest.approx(3.2 / 3)
     assert tcl["speedup_vs_reference"]["mean"] == pytest.approx(np.mean([2 / 0.8, 2 / 1.2, 2.0]))
     assert rows["xgb"]["trials_to_xgb_final"]["mean"] == pytest.approx(184 / 3)
-    text = bench.render({"net": list(rows.values())}, "xgb", [0, 1, 2], 64)
-    assert "| net | tcl | 24 +- 11 |" in text and "2/3" in text
+    text = bench.render({"net": list(rows.values())}, "xgb", [0, 1, 2], {"xgb": 64, "tcl": 64})
+    assert "| net | tcl | 65 | 24 +- 11 |" in text and "2/3" in text
 
 
 def test_curves_are_read_back_and_resampled_on_a_grid(bench, tmp_path):
@@ -49,29 +49,31 @@ def test_curves_are_read_back_and_resampled_on_a_grid(bench, tmp_path):
 
 
 CURVES_HEADER = "cost_model,trial,seconds,estimated_ms\n"
+BUDGETS = {"xgb": 64, "tcl": 64, "random": 64, "tlp": 64}
 
 
 def test_a_rerun_keeps_each_model_tuned_with_the_same_trials_in_either_layout(bench, tmp_path):
     import json
 
     run = tmp_path / "seed0"
-    assert bench.tuned_models(run, "p", 64) == {}  # nothing there yet
+    assert bench.tuned_models(run, "p", BUDGETS) == {}  # nothing there yet
     # a seed tuned in one go: its table, then (at the end) the curves of every model
     (run / "p").mkdir(parents=True)
     (run / "p.json").write_text(json.dumps({"xgb": _row("xgb", 1.0, 64), "tcl": _row("tcl", 0.9, 16)}))
-    assert bench.tuned_models(run, "p", 64) == {}  # killed before its curves were written
+    assert bench.tuned_models(run, "p", BUDGETS) == {}  # killed before its curves were written
     (run / "p" / "curves.csv").write_text(CURVES_HEADER + "xgb,8,1.0,1.0\ntcl,8,1.0,0.9\n")
-    assert sorted(bench.tuned_models(run, "p", 64)) == ["tcl", "xgb"]
-    assert bench.tuned_models(run, "p", 256) == {}  # other trials: tune again
+    assert sorted(bench.tuned_models(run, "p", BUDGETS)) == ["tcl", "xgb"]
+    assert bench.tuned_models(run, "p", {"xgb": 256, "tcl": 256}) == {}  # other budgets: tune again
+    assert sorted(bench.tuned_models(run, "p", {"xgb": 192, "tcl": 64})) == ["tcl"]  # a longer baseline run
     # a model tuned on its own, into <run>/<model>/
     (run / "random" / "p").mkdir(parents=True)
     (run / "random" / "p.json").write_text(json.dumps({"random": _row("random", 1.1, None)}))
     (run / "random" / "p" / "curves.csv").write_text(CURVES_HEADER + "random,8,1.0,1.1\n")
-    done = bench.tuned_models(run, "p", 64)
+    done = bench.tuned_models(run, "p", BUDGETS)
     assert sorted(done) == ["random", "tcl", "xgb"] and done["random"][1] == [(8, 1.0, 1.1)]
     # one being tuned when the benchmark was killed (its table is not written yet) is not kept
     (run / "tlp" / "p").mkdir(parents=True)
-    assert "tlp" not in bench.tuned_models(run, "p", 64)
+    assert "tlp" not in bench.tuned_models(run, "p", BUDGETS)
 
 
 def test_seed_table_measures_every_model_against_this_seeds_baseline_curve(bench):
@@ -86,6 +88,9 @@ def test_seed_table_measures_every_model_against_this_seeds_baseline_curve(bench
     assert (rows["xgb"]["trials_to_xgb_final"], rows["xgb"]["seconds_to_xgb_final"]) == (24, 3.0)
     assert (rows["tcl"]["trials_to_xgb_final"], rows["tcl"]["seconds_to_xgb_final"]) == (16, 3.0)
     assert rows["random"]["trials_to_xgb_final"] is None and rows["random"]["seconds_to_xgb_final"] is None
+    # the other way round: xgb reaches random's final (2.05) at 24 trials, never tcl's (1.8)
+    assert (rows["random"]["xgb_trials_to_match"], rows["random"]["xgb_seconds_to_match"]) == (24, 3.0)
+    assert rows["tcl"]["xgb_trials_to_match"] is None and rows["xgb"]["xgb_trials_to_match"] == 24
 
 
 def test_back_to_back_latencies_replace_the_runs_own_and_the_speedup_follows(bench):
@@ -124,4 +129,4 @@ def test_report_only_summarizes_the_seeds_whose_every_model_is_tuned(bench, tmp_
     assert summary["seeds"] == [0]
     rows = {r["cost_model"]: r for r in summary["networks"]["net"]}
     assert rows["tcl"]["trials_to_xgb_final"]["mean"] == 8 and rows["xgb"]["trials_to_xgb_final"]["mean"] == 16
-    assert (tmp_path / "net.png").stat().st_size > 1000 and "| net | tcl | 8 +- 0 |" in (tmp_path / "summary.md").read_text()
+    assert (tmp_path / "net.png").stat().st_size > 1000 and "| net | tcl | 65 | 8 +- 0 |" in (tmp_path / "summary.md").read_text()

@@ -42,6 +42,7 @@ def comparison_table(runs: list[ModelRun], baseline: str) -> list[dict[str, Any]
         rows.append({
             "cost_model": run.name,
             "trials": run.result.trials,
+            "trial_budget": run.result.trial_budget,
             "wall_s": round(run.result.wall_seconds, 1),
             "final_est_ms": run.result.final_estimate * 1e3,
             f"trials_to_{baseline}_final": reach.trial if reach else None,

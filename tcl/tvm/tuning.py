@@ -24,7 +24,8 @@ class TuningResult:
     network: str
     platform: str
     cost_model: str
-    trials: int
+    trials: int        # measured (the scheduler may overshoot the budget by a batch)
+    trial_budget: int  # asked for
     tasks: int
     wall_seconds: float
     cost_model_seconds: float
@@ -109,6 +110,6 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     wall = time.perf_counter() - start
     bar.close()
     return TuningResult(network=network, platform=platform.name, cost_model=cost_model_name,
-                        trials=curve.trials, tasks=len(contexts), wall_seconds=wall,
+                        trials=curve.trials, trial_budget=trials, tasks=len(contexts), wall_seconds=wall,
                         cost_model_seconds=timed.seconds, curve=curve.points, database=database,
                         work_dir=str(work_dir))
