@@ -15,14 +15,15 @@ def bench():
     return bench_tune
 
 
-def _row(model, final, reach, tuned=1.0):
+def _row(model, final, reach, tuned=1.0, match=None):
     return {"cost_model": model, "trials": 65, "trial_budget": 64, "wall_s": 10.0, "final_est_ms": final,
             "trials_to_xgb_final": reach, "seconds_to_xgb_final": None if reach is None else reach / 8,
-            "cost_model_share": 0.1, "tuned_ms": tuned, "reference_ms": 2.0, "speedup_vs_reference": 2.0 / tuned}
+            "cost_model_share": 0.1, "tuned_ms": tuned, "reference_ms": 2.0, "speedup_vs_reference": 2.0 / tuned,
+            "xgb_trials_to_match": match, "xgb_seconds_to_match": None if match is None else match / 8}
 
 
 def test_summary_averages_over_seeds_and_counts_the_seeds_that_reached_the_baseline(bench):
-    tables = {0: [_row("xgb", 1.0, 64), _row("tcl", 0.9, 16, tuned=0.8)],
+    tables = {0: [_row("xgb", 1.0, 64, match=64), _row("tcl", 0.9, 16, tuned=0.8)],
               1: [_row("xgb", 1.2, 56), _row("tcl", 1.3, None, tuned=1.2)],
               2: [_row("xgb", 1.1, 64), _row("tcl", 1.0, 32, tuned=1.0)]}
     rows = {r["cost_model"]: r for r in bench.summarize(tables, "xgb")}
@@ -32,6 +33,7 @@ def test_summary_averages_over_seeds_and_counts_the_seeds_that_reached_the_basel
     assert tcl["final_est_ms"]["mean"] == pytest.approx(3.2 / 3)
     assert tcl["speedup_vs_reference"]["mean"] == pytest.approx(np.mean([2 / 0.8, 2 / 1.2, 2.0]))
     assert rows["xgb"]["trials_to_xgb_final"]["mean"] == pytest.approx(184 / 3)
+    assert rows["xgb"]["xgb_matched"] == 1 and rows["tcl"]["xgb_matched"] == 0
     text = bench.render({"net": list(rows.values())}, "xgb", [0, 1, 2], {"xgb": 64, "tcl": 64})
     assert "| net | tcl | 65 | 24 +- 11 |" in text and "2/3" in text
 
