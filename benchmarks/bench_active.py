@@ -123,5 +123,6 @@ def main() -> None:
 def _mean_std(values: list[float], digits: int) -> str:
     return f"{np.mean(values):.{digits}f} +- {np.std(values, ddof=1) if len(values) > 1 else 0.0:.{digits}f}"
 
+
 if __name__ == "__main__":
     main()

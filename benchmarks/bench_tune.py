@@ -110,9 +110,8 @@ def seed_table(done: dict[str, tuple[dict[str, Any], list]], models: list[str], 
     from tcl.tvm.compare import first_reaching
     from tcl.tvm.curve import CurvePoint
 
-    final = [ms for _, _, ms in done[baseline][1] if math.isfinite(ms)]
-    target = final[-1] if final else math.nan
     base_curve = [CurvePoint(t, sec, ms) for t, sec, ms in done[baseline][1]]
+    target = next((p.estimated_latency for p in reversed(base_curve) if math.isfinite(p.estimated_latency)), math.nan)
     rows = []
     for model in models:
         row, curve = done[model]
@@ -142,11 +141,11 @@ def retime(network: str, workload_cfg: dict[str, Any], platform, libraries: dict
     (one seed's 'random' build read 37 ms there and 18-22 ms when timed again); timed back to
     back, the latencies share one machine state. Median over rounds; returns (library key -> ms,
     reference ms)."""
-    from tcl.tvm.e2e import LibraryTimer, reference_latency_ms
+    from tcl.tvm.e2e import CompiledNetwork, reference_latency_ms
     from tcl.workloads import load_network
 
     net = load_network(network, workload_cfg)
-    timers = {key: LibraryTimer(str(path), platform, net.inputs) for key, path in libraries.items()}
+    timers = {key: CompiledNetwork.load(str(path), platform, net.inputs) for key, path in libraries.items()}
     times: dict[Any, list[float]] = {key: [] for key in timers}
     reference = []
     for _ in range(rounds):

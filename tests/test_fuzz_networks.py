@@ -54,8 +54,6 @@ def _print_example_counts(request):
         print_past_capture(request, "hypothesis examples run: " + ", ".join(f"{k}={n}" for k, n in sorted(EXAMPLES.items())))
 
 
-
-
 @pytest.fixture(scope="module")
 def real_files(tmp_path_factory) -> dict[str, bytes]:
     """The bytes of the tiny model exported as .pt2 and as .onnx (fixed input 1x3x8x8)."""

@@ -18,8 +18,6 @@ from tcl.models.metrics import (pairwise_accuracy, topk_mean_per_network,
                                 topk_per_network, topk_ratio_of_sums)
 
 
-
-
 # ---------------------------------------------------------------- Mamba block
 
 def test_backend_equivalence_with_mamba_ssm():

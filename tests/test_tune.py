@@ -13,7 +13,6 @@ from tcl.workloads import load_network
 from tiny_net import TinyNet
 
 
-
 def _export_onnx(path, input_shape=(1, 3, 8, 8), dynamic_batch=False):
     torch.manual_seed(0)
     torch.onnx.export(TinyNet().eval(), (torch.randn(*input_shape),), str(path), dynamo=False,

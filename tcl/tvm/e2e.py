@@ -49,42 +49,41 @@ def compile_and_check(database, relax_mod, platform, model, inputs, reference_ms
     """Build `relax_mod` with the tuned `database`, compare outputs with `model(*inputs)`, time it;
     the compiled library goes to `library_path` when given."""
     import torch
-    import tvm
-    from tvm import relax
     from tvm.s_tir import meta_schedule as ms
 
-    target = platform.tvm_target()
-    executable = ms.relax_integration.compile_relax(database, relax_mod, target, params=None)
+    executable = ms.relax_integration.compile_relax(database, relax_mod, platform.tvm_target(), params=None)
     if library_path:
         executable.export_library(str(library_path))
-    device = tvm.cpu(0) if platform.kind == "cpu" else tvm.cuda(0)
-    vm = relax.VirtualMachine(executable, device)
-    tvm_inputs = [tvm.runtime.tensor(x.numpy(), device) for x in inputs]
-    out = first_tensor(vm["main"](*tvm_inputs))
+    network = CompiledNetwork(executable, platform, inputs)
     with torch.no_grad():
         expected = first_tensor(model(*inputs))
-    diff = float(np.max(np.abs(out.numpy() - expected.numpy())))
-    tvm_ms = vm_latency_ms(vm, device, tvm_inputs, repeats)
-    return EndToEnd(tvm_latency_ms=tvm_ms, reference_latency_ms=reference_ms, max_abs_diff=diff,
-                    library=str(library_path or ""), reference=reference)
+    diff = float(np.max(np.abs(network.run().numpy() - expected.numpy())))
+    return EndToEnd(tvm_latency_ms=network.latency_ms(repeats), reference_latency_ms=reference_ms,
+                    max_abs_diff=diff, library=str(library_path or ""), reference=reference)
 
 
-def vm_latency_ms(vm, device, tvm_inputs, repeats: int = 20) -> float:
-    """Median latency of the network's `main` (5 runs per repeat)."""
-    timer = vm.time_evaluator("main", device, number=5, repeat=repeats)
-    return float(np.median(timer(*tvm_inputs).results) * 1e3)
+class CompiledNetwork:
+    """A compiled network (an executable, or a library loaded back as a user deploys it) on the
+    platform's device, with its inputs there: run it, time it."""
 
-
-class LibraryTimer:
-    """A compiled library loaded back as a user deploys it, timed on the given inputs."""
-
-    def __init__(self, library: str, platform, inputs):
+    def __init__(self, module, platform, inputs):
         import tvm
         from tvm import relax
 
         self.device = tvm.cpu(0) if platform.kind == "cpu" else tvm.cuda(0)
-        self.vm = relax.VirtualMachine(tvm.runtime.load_module(str(library)), self.device)
+        self.vm = relax.VirtualMachine(module, self.device)
         self.inputs = [tvm.runtime.tensor(x.numpy(), self.device) for x in inputs]
 
+    @classmethod
+    def load(cls, library: str, platform, inputs) -> "CompiledNetwork":
+        import tvm
+
+        return cls(tvm.runtime.load_module(str(library)), platform, inputs)
+
+    def run(self):
+        return first_tensor(self.vm["main"](*self.inputs))
+
     def latency_ms(self, repeats: int = 20) -> float:
-        return vm_latency_ms(self.vm, self.device, self.inputs, repeats)
+        """Median latency of `main` (5 runs per repeat)."""
+        timer = self.vm.time_evaluator("main", self.device, number=5, repeat=repeats)
+        return float(np.median(timer(*self.inputs).results) * 1e3)
