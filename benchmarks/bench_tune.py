@@ -14,8 +14,10 @@ PNG, logged to MLflow and declared as DVC plots.
     python benchmarks/bench_tune.py --networks resnet50 mobilenet_v2 --image-size 224 \\
         --trials 256 --baseline-trials 768 --seeds 0 1 2 --models xgb random tcl tlp tenset_mlp
 
-Learned models come from the MLflow registry (run `dvc repro` first; Tenset-MLP needs
-`tenset_mlp` in train.models). Pick networks that are not in the models' training data
+Learned models come from the MLflow registry the first time (run `dvc repro` first; TLP and
+Tenset-MLP need `tlp`/`tenset_mlp` in train.models) and are then pinned: their bundles are saved
+under <out>/models/<model>/ (with the registered version and a sha256; DVC-tracked) and every
+later seed, in this session or another, tunes with those files. Pick networks that are not in the models' training data
 (params.yaml `split.holdout_networks`). Writes <out>/summary.{json,md}, <out>/<network>.png
 and, per network, seed and model, <out>/<network>/seed<k>/<model>/ (the run's table and curves.csv,
 its database and compiled library). A rerun with the same trials keeps every (seed, model) already
@@ -83,9 +85,11 @@ def summarize(tables: dict[int, list[dict[str, Any]]], baseline: str) -> list[di
     return out
 
 
-def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int]) -> dict[str, tuple[dict[str, Any], list]]:
+def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int],
+                 digests: dict[str, str] | None = None) -> dict[str, tuple[dict[str, Any], list]]:
     """cost model -> (table row, curve) for every model an earlier run tuned for this (network, seed)
-    with its trial budget in `budgets`.
+    with its trial budget in `budgets` and, for a learned model in `digests`, with the bundle of that
+    digest (a run with other weights is tuned again).
 
     The full benchmark takes hours here, so a seed's models are tuned one at a time, each
     into <run_dir>/<model>/: a rerun keeps what is there and a kill loses at most the model that
@@ -98,6 +102,9 @@ def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int]) -> dict[
             continue  # killed before its curves were written
         curves = read_curves(curves_path)
         for model, row in json.loads(table_path.read_text()).items():
+            pinned = digests.get(model) if digests else None
+            if pinned and row.get("model", {}).get("sha256") != pinned:
+                continue
             if int(row["trial_budget"]) == budgets.get(model) and model in curves:
                 done.setdefault(model, (row, curves[model]))
     return done
@@ -123,6 +130,26 @@ def seed_table(done: dict[str, tuple[dict[str, Any], list]], models: list[str], 
                      f"{baseline}_trials_to_match": match.trial if match else None,
                      f"{baseline}_seconds_to_match": round(match.seconds, 1) if match else None})
     return rows
+
+
+def pin_learned_models(models: list[str], platform, params: dict[str, Any], pin_dir: Path,
+                       create: bool = True) -> dict[str, dict]:
+    """Save each learned model's bundle under <pin_dir>/<model>/ the first time (the registry's choice
+    now) and tune every seed, in this session or a later one, with those files: model -> its pin
+    (`bundle_dir`, `sha256`, the registered version it came from). Without `create`, only the
+    models pinned already."""
+    from tcl.tvm.pinned import PIN_FILE, pin_bundle
+    from tcl.tvm.report import registered_choice
+    from tcl.tvm.tuning import BUILTIN_COST_MODELS
+
+    pins = {}
+    for model in models:
+        if model in BUILTIN_COST_MODELS or not (create or (pin_dir / model / PIN_FILE).exists()):
+            continue
+        pin = pins[model] = pin_bundle(pin_dir / model, lambda m=model: registered_choice(m, platform, params, print))
+        print(f"{model}: pinned to {pin['bundle_dir']} ({pin.get('registered_model')} v{pin.get('version')}, "
+              f"data {pin.get('data_version')}, sha256 {pin['sha256'][:12]})")
+    return pins
 
 
 def library_path(run_dir: Path, platform: str, model: str, network: str) -> Path | None:
@@ -256,8 +283,17 @@ def main() -> None:
     ap.add_argument("--retime-rounds", type=int, default=3,
                     help="time every compiled library and the reference again, back to back (0: keep the runs' own)")
     ap.add_argument("--out", default="reports/bench_tune")
+    ap.add_argument("--pin-dir", help="where the learned models' bundles are pinned (default <out>/models)")
+    ap.add_argument("--cpu", type=int,
+                    help="run on this one core: search, builds and measurements (one process per core, each "
+                         "with its own seeds, splits a long benchmark without two runs timing on one core)")
     args = ap.parse_args()
     params = load_params(args.params)
+    if args.cpu is not None:
+        from tcl.collect.measure import pin_to_cpus
+
+        params["collect"]["runner"]["cpus"] = [args.cpu]  # the runner's workers pin themselves to these
+        pin_to_cpus((args.cpu,))  # this process and the builder pool it starts
     tune, workloads = params["tune"], params.setdefault("workloads", {})
     for key, value in (("trials", args.trials), ("num_trials_per_iter", args.per_iter), ("cost_models", args.models)):
         if value is not None:
@@ -271,13 +307,16 @@ def main() -> None:
     baseline = tune.get("baseline", "xgb") if tune.get("baseline", "xgb") in models else models[0]
     budgets = {m: int(tune["trials"]) for m in models}
     budgets[baseline] = args.baseline_trials or budgets[baseline]
+    pins = pin_learned_models(models, platform, params, Path(args.pin_dir or out / "models"),
+                              create=not args.report_only)
+    bundles, digests = {m: p["bundle_dir"] for m, p in pins.items()}, {m: p["sha256"] for m, p in pins.items()}
     summary, seed_tables, pngs = {}, {}, []
     retimed = bool(args.retime_rounds)  # every network's libraries timed again
     for network in args.networks or [tune["network"]]:
         tables, curves = {}, {}
         for seed in args.seeds:
             run_dir = out / Path(network).stem / f"seed{seed}"
-            done = tuned_models(run_dir, platform.name, budgets)
+            done = tuned_models(run_dir, platform.name, budgets, digests)
             kept = [m for m in models if m in done]
             if kept:
                 print(f"{network} seed {seed}: {', '.join(kept)} tuned by an earlier run ({run_dir}), kept")
@@ -288,9 +327,10 @@ def main() -> None:
             for model in missing:
                 run_params = copy.deepcopy(params)
                 run_params["seed"] = seed
-                run_params["tune"].update(network=network, cost_models=[model], trials=budgets[model])
+                run_params["tune"].update(network=network, cost_models=[model], trials=budgets[model],
+                                          bundles=bundles)
                 run_tuning_stage(platform, run_params, run_dir / model)
-                done = tuned_models(run_dir, platform.name, budgets)
+                done = tuned_models(run_dir, platform.name, budgets, digests)
             tables[seed] = seed_table(done, models, baseline)
             curves[seed] = {m: done[m][1] for m in models}
         name = Path(network).stem

@@ -73,6 +73,13 @@ def test_a_rerun_keeps_each_model_tuned_with_the_same_trials_in_either_layout(be
     (run / "random" / "p" / "curves.csv").write_text(CURVES_HEADER + "random,8,1.0,1.1\n")
     done = bench.tuned_models(run, "p", BUDGETS)
     assert sorted(done) == ["random", "tcl", "xgb"] and done["random"][1] == [(8, 1.0, 1.1)]
+    # a learned model tuned with other weights than the pinned bundle's is tuned again
+    pinned = {"tcl": {**_row("tcl", 0.9, 16), "model": {"sha256": "aaa"}}}
+    (run / "tcl" / "p").mkdir(parents=True)
+    (run / "tcl" / "p.json").write_text(json.dumps(pinned))
+    (run / "tcl" / "p" / "curves.csv").write_text(CURVES_HEADER + "tcl,8,1.0,0.8\n")
+    assert bench.tuned_models(run, "p", BUDGETS, {"tcl": "aaa"})["tcl"][1] == [(8, 1.0, 0.8)]
+    assert "tcl" not in bench.tuned_models(run, "p", BUDGETS, {"tcl": "bbb"})
     # one being tuned when the benchmark was killed (its table is not written yet) is not kept
     (run / "tlp" / "p").mkdir(parents=True)
     assert "tlp" not in bench.tuned_models(run, "p", BUDGETS)

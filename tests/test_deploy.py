@@ -142,3 +142,39 @@ def test_gpu_collection_on_cuda(tmp_path, params):
     measure_task(toy_matmul_task(64), gpu, gpu, store, measurer, cfg, 0, lambda n: None)
     rows = store.read(gpu.name).to_pylist()
     assert len(rows) == 4 and any(not r["error_code"] and r["mean_sec"] > 0 for r in rows)
+
+
+def test_a_pinned_bundle_keeps_its_weights_when_the_registry_moves_on(registry, tmp_path, params):
+    """bench_tune's pin: saved once from the champion, loaded later by `tune.bundles` with its
+    registered version, even after another version became champion; edited files are refused."""
+    import copy
+
+    from tcl.tvm.pinned import pin_bundle
+    from tcl.tvm.report import cost_model_factories, registered_choice
+
+    platform = load_platforms(params)["host-avx2-2c"]
+    first = _bundle(platform)
+    _register(registry, first, tmp_path, 0.5)
+    pin_dir = tmp_path / "pinned" / "tcl"
+    pin = pin_bundle(pin_dir, lambda: registered_choice("tcl", platform, params, print))
+    assert (pin["registered_model"], pin["version"]) == ("tcl-tcl-host-avx2-2c", "1")
+
+    import torch
+
+    torch.manual_seed(1)
+    _register(registry, _bundle(platform), tmp_path, 0.6)  # other weights, now the champion
+    assert pin_bundle(pin_dir, lambda: pytest.fail("a pinned bundle is not resolved again")) == pin
+
+    run_params = copy.deepcopy(params)
+    run_params["tune"]["bundles"] = {"tcl": str(pin_dir)}
+    factories, pins = cost_model_factories(["tcl", "random"], platform, run_params, print)
+    assert pins == {"tcl": pin} and sorted(factories) == ["random", "tcl"]
+    steps = [[{"kind": "Split", "nums": [1.0, 0.0], "strs": []}]]
+    np.testing.assert_allclose(factories["tcl"]().bundle.score_steps(steps), first.score_steps(steps), rtol=1e-6)
+    unpinned = registered_choice("tcl", platform, params, print)[0]
+    assert not np.allclose(unpinned.score_steps(steps), first.score_steps(steps))  # the registry's is v2
+
+    weights = pin_dir / "model.pt"
+    weights.write_bytes(weights.read_bytes() + b"\0")
+    with pytest.raises(ValueError, match=r"pinned.tcl: its files changed since they were pinned"):
+        cost_model_factories(["tcl"], platform, run_params, print)

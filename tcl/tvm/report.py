@@ -21,26 +21,40 @@ from .plot import plot_curves
 from .tuning import BUILTIN_COST_MODELS, make_builtin_cost_model
 
 
-def cost_model_factories(names: list[str], platform: Platform, params: dict[str, Any],
-                         log: Callable[[str], None]) -> tuple[dict[str, Callable[[], Any]], dict[str, dict]]:
-    """A fresh cost model per tuning run (TVM's built-ins by name, learned ones from the registry),
-    and for each learned one the registered version it is pinned to."""
-    from .cost_model import LearnedCostModel, load_bundle
+def registered_choice(name: str, platform: Platform, params: dict[str, Any], log: Callable[[str], None]):
+    """(bundle, pin) of the registered model `name` the platform tunes with: its own champion or the
+    nearest platform's, pinned to the version the alias points at now."""
+    from .cost_model import load_bundle
     from .select import select_model
 
+    tracking.require_enabled(params, f"tune.cost_models '{name}' (a registered model)")
+    choice = select_model(platform, load_platforms(params), params["registry"]["prefix"], name)
+    log(f"{name}: using {choice.uri} ({choice.reason})")
+    return load_bundle(choice.uri), {"uri": choice.uri, "registered_model": choice.name, "version": choice.version,
+                                     "trained_for": choice.platform, "data_version": choice.data_version,
+                                     "why": choice.reason}
+
+
+def cost_model_factories(names: list[str], platform: Platform, params: dict[str, Any],
+                         log: Callable[[str], None]) -> tuple[dict[str, Callable[[], Any]], dict[str, dict]]:
+    """A fresh cost model per tuning run (TVM's built-ins by name; learned ones from a saved bundle
+    named in `tune.bundles`, else from the registry), and for each learned one what it is pinned to."""
+    from .cost_model import LearnedCostModel
+    from .pinned import load_pinned
+
     tcfg = params["tune"]
+    saved = tcfg.get("bundles") or {}
     factories, pins = {}, {}
     for name in names:
         if name in BUILTIN_COST_MODELS:
             factories[name] = (lambda n=name: make_builtin_cost_model(n, int(params.get("seed", 0)),
                                                                         platform.threads))
             continue
-        tracking.require_enabled(params, f"tune.cost_models '{name}' (a registered model)")
-        choice = select_model(platform, load_platforms(params), params["registry"]["prefix"], name)
-        log(f"{name}: using {choice.uri} ({choice.reason})")
-        pins[name] = {"uri": choice.uri, "registered_model": choice.name, "version": choice.version,
-                      "trained_for": choice.platform, "data_version": choice.data_version, "why": choice.reason}
-        bundle = load_bundle(choice.uri)
+        if name in saved:
+            bundle, pins[name] = load_pinned(saved[name])
+            log(f"{name}: using the saved bundle {saved[name]} ({pins[name].get('uri')})")
+        else:
+            bundle, pins[name] = registered_choice(name, platform, params, log)
         factories[name] = (lambda b=bundle: LearnedCostModel(copy.deepcopy(b), spec_vector=platform.spec_vector,
                                                              online_steps=int(tcfg.get("online_steps", 0))))
     return factories, pins

@@ -1,0 +1,60 @@
+"""Learned cost models saved as files, with the pin of the registered version they came from.
+
+The MLflow registry lives in one machine's `mlflow.db` (not versioned), so a retrain on a
+fresh clone registers another model under the same name and version. A comparison that
+spans sessions must tune every seed with the very same weights: the bundle is saved once,
+beside the results, with the registered name, version, data version it came from and a
+digest of its files; later runs load it from there (`tune.bundles`) and check the digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+PIN_FILE = "pin.json"
+
+
+def bundle_digest(directory: str | Path) -> str:
+    """sha256 over the bundle's files (names and bytes), the pin file left out."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in Path(directory).rglob("*") if p.is_file() and p.name != PIN_FILE):
+        h.update(path.relative_to(directory).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def load_pinned(directory: str | Path):
+    """(bundle, pin) from a saved bundle directory; a bundle without a pin file is pinned by its digest."""
+    from ..train.bundle import ModelBundle
+
+    directory = Path(directory)
+    bundle = ModelBundle.load(directory)
+    digest = bundle_digest(directory)
+    pin_path = directory / PIN_FILE
+    if not pin_path.exists():
+        return bundle, {"uri": str(directory), "sha256": digest, "why": "a saved bundle"}
+    pin = json.loads(pin_path.read_text())
+    if pin.get("sha256") != digest:
+        raise ValueError(f"{directory}: its files changed since they were pinned "
+                         f"(sha256 {digest[:12]}, {PIN_FILE} says {str(pin.get('sha256'))[:12]})")
+    return bundle, {**pin, "bundle_dir": str(directory)}
+
+
+def pin_bundle(directory: str | Path, resolve: Callable[[], tuple[Any, dict[str, Any]]]) -> dict[str, Any]:
+    """The pin of the bundle saved at `directory`; if none is there yet, `resolve()` gives
+    (bundle, pin fields) and they are saved first, through a temporary directory renamed at
+    the end, so a kill leaves either nothing or a complete bundle."""
+    directory = Path(directory)
+    if not (directory / PIN_FILE).exists():
+        bundle, fields = resolve()
+        staging = directory.with_name(directory.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        bundle.save(staging)
+        (staging / PIN_FILE).write_text(json.dumps({**fields, "sha256": bundle_digest(staging)}, indent=2))
+        shutil.rmtree(directory, ignore_errors=True)
+        staging.rename(directory)
+    return load_pinned(directory)[1]
