@@ -93,10 +93,10 @@ def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int],
 
     The full benchmark takes hours here, so a seed's models are tuned one at a time, each
     into <run_dir>/<model>/: a rerun keeps what is there and a kill loses at most the model that
-    was being tuned. A seed tuned in one go (<run_dir>/<platform>.json) counts as well.
+    was being tuned.
     """
     done: dict[str, tuple[dict[str, Any], list]] = {}
-    for table_path in [run_dir / f"{platform}.json", *sorted(run_dir.glob(f"*/{platform}.json"))]:
+    for table_path in sorted(run_dir.glob(f"*/{platform}.json")):
         curves_path = table_path.parent / platform / "curves.csv"
         if not (table_path.exists() and curves_path.exists()):
             continue  # killed before its curves were written
@@ -153,11 +153,9 @@ def pin_learned_models(models: list[str], platform, params: dict[str, Any], pin_
 
 
 def library_path(run_dir: Path, platform: str, model: str, network: str) -> Path | None:
-    """The compiled library a (seed, model) run left, in either layout of `tuned_models`."""
-    for path in (run_dir / model / platform / model / f"{network}.so", run_dir / platform / model / f"{network}.so"):
-        if path.exists():
-            return path
-    return None
+    """The compiled library a (seed, model) run left, if it is still there (libraries are not committed)."""
+    path = run_dir / model / platform / model / f"{network}.so"
+    return path if path.exists() else None
 
 
 def retime(network: str, workload_cfg: dict[str, Any], platform, libraries: dict[Any, Path],

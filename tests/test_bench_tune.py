@@ -54,30 +54,28 @@ CURVES_HEADER = "cost_model,trial,seconds,estimated_ms\n"
 BUDGETS = {"xgb": 64, "tcl": 64, "random": 64, "tlp": 64}
 
 
-def test_a_rerun_keeps_each_model_tuned_with_the_same_trials_in_either_layout(bench, tmp_path):
+def test_a_rerun_keeps_each_model_tuned_with_the_same_trials(bench, tmp_path):
     import json
 
     run = tmp_path / "seed0"
     assert bench.tuned_models(run, "p", BUDGETS) == {}  # nothing there yet
-    # a seed tuned in one go: its table, then (at the end) the curves of every model
-    (run / "p").mkdir(parents=True)
-    (run / "p.json").write_text(json.dumps({"xgb": _row("xgb", 1.0, 64), "tcl": _row("tcl", 0.9, 16)}))
-    assert bench.tuned_models(run, "p", BUDGETS) == {}  # killed before its curves were written
-    (run / "p" / "curves.csv").write_text(CURVES_HEADER + "xgb,8,1.0,1.0\ntcl,8,1.0,0.9\n")
-    assert sorted(bench.tuned_models(run, "p", BUDGETS)) == ["tcl", "xgb"]
-    assert bench.tuned_models(run, "p", {"xgb": 256, "tcl": 256}) == {}  # other budgets: tune again
-    assert sorted(bench.tuned_models(run, "p", {"xgb": 192, "tcl": 64})) == ["tcl"]  # a longer baseline run
-    # a model tuned on its own, into <run>/<model>/
-    (run / "random" / "p").mkdir(parents=True)
-    (run / "random" / "p.json").write_text(json.dumps({"random": _row("random", 1.1, None)}))
+
+    def tuned(model, row, curve_lines):
+        (run / model / "p").mkdir(parents=True)
+        (run / model / "p.json").write_text(json.dumps({model: row}))
+        if curve_lines is not None:
+            (run / model / "p" / "curves.csv").write_text(CURVES_HEADER + curve_lines)
+
+    tuned("xgb", _row("xgb", 1.0, 64), "xgb,8,1.0,1.0\n")
+    tuned("random", _row("random", 1.1, None), None)
+    assert sorted(bench.tuned_models(run, "p", BUDGETS)) == ["xgb"]  # random: killed before its curves
     (run / "random" / "p" / "curves.csv").write_text(CURVES_HEADER + "random,8,1.0,1.1\n")
     done = bench.tuned_models(run, "p", BUDGETS)
-    assert sorted(done) == ["random", "tcl", "xgb"] and done["random"][1] == [(8, 1.0, 1.1)]
+    assert sorted(done) == ["random", "xgb"] and done["random"][1] == [(8, 1.0, 1.1)]
+    assert bench.tuned_models(run, "p", {"xgb": 256, "random": 256}) == {}  # other budgets: tune again
+    assert sorted(bench.tuned_models(run, "p", {"xgb": 192, "random": 64})) == ["random"]  # a longer baseline
     # a learned model tuned with other weights than the pinned bundle's is tuned again
-    pinned = {"tcl": {**_row("tcl", 0.9, 16), "model": {"sha256": "aaa"}}}
-    (run / "tcl" / "p").mkdir(parents=True)
-    (run / "tcl" / "p.json").write_text(json.dumps(pinned))
-    (run / "tcl" / "p" / "curves.csv").write_text(CURVES_HEADER + "tcl,8,1.0,0.8\n")
+    tuned("tcl", {**_row("tcl", 0.9, 16), "model": {"sha256": "aaa"}}, "tcl,8,1.0,0.8\n")
     assert bench.tuned_models(run, "p", BUDGETS, {"tcl": "aaa"})["tcl"][1] == [(8, 1.0, 0.8)]
     assert "tcl" not in bench.tuned_models(run, "p", BUDGETS, {"tcl": "bbb"})
     # one being tuned when the benchmark was killed (its table is not written yet) is not kept
