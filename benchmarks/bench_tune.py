@@ -191,16 +191,11 @@ def apply_retimed(tables: dict[int, list[dict[str, Any]]], tuned_ms: dict[tuple[
             row["speedup_vs_reference"] = reference_ms / row["tuned_ms"]
 
 
-def _on_grid(points: list[tuple[int, float, float]], grid: np.ndarray, axis: int) -> np.ndarray:
-    """The curve's estimate (already best-so-far) at each grid value; NaN before its first point."""
-    xs = np.asarray([p[axis] for p in points], float)
-    ys = np.asarray([p[2] for p in points], float)
-    idx = np.searchsorted(xs, grid, side="right") - 1
-    return np.where(idx >= 0, ys[np.clip(idx, 0, None)], np.nan)
-
-
 def plot_network(curves: dict[int, dict[str, list]], path: Path, title: str) -> Path:
-    """Mean (line) and min-max over seeds (band) of the best estimate, vs trials and vs seconds."""
+    """Best estimate vs trials and vs seconds: one line per (model, seed), a dot where the run ended.
+
+    A model whose budget ends when the network's first estimate appears (tasks x per-iter trials)
+    has a single point; a curve is never drawn past its own last trial."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -208,19 +203,22 @@ def plot_network(curves: dict[int, dict[str, list]], path: Path, title: str) -> 
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     models = list(next(iter(curves.values())))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for axis, ax, label in ((0, axes[0], "measured trials"), (1, axes[1], "tuning wall time (s)")):
-        end = max(p[axis] for runs in curves.values() for pts in runs.values() for p in pts)
-        grid = np.linspace(0, end, 200)
-        for model in models:
-            ys = np.stack([_on_grid(runs[model], grid, axis) for runs in curves.values()])
-            ok = ~np.isnan(ys).any(axis=0)
-            ax.plot(grid[ok], ys[:, ok].mean(axis=0), label=model)
-            ax.fill_between(grid[ok], ys[:, ok].min(axis=0), ys[:, ok].max(axis=0), alpha=0.2)
+        for i, model in enumerate(models):
+            color = colors[i % len(colors)]
+            for k, runs in enumerate(curves.values()):
+                points = [(p[axis], p[2]) for p in runs[model] if math.isfinite(p[2])]
+                if not points:
+                    continue
+                xs, ys = zip(*points)
+                ax.step(xs, ys, where="post", color=color, alpha=0.8, label=None if k else model)
+                ax.plot(xs[-1], ys[-1], "o", color=color, alpha=0.8)
         ax.set_xlabel(label)
         ax.set_ylabel("estimated network latency (ms)")
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.suptitle(title)
+    fig.suptitle(f"{title}\none line per seed, a dot where the run ended")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

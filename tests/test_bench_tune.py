@@ -38,14 +38,12 @@ def test_summary_averages_over_seeds_and_counts_the_seeds_that_reached_the_basel
     assert "| net | tcl | 65 | 24 +- 11 |" in text and "2/3" in text
 
 
-def test_curves_are_read_back_and_resampled_on_a_grid(bench, tmp_path):
+def test_curves_are_read_back_and_plotted(bench, tmp_path):
     path = tmp_path / "curves.csv"
     path.write_text("cost_model,trial,seconds,estimated_ms\nxgb,8,1.0,nan\nxgb,16,2.0,3.0\nxgb,24,3.0,2.0\n"
                     "tcl,8,1.5,2.5\n")
     curves = bench.read_curves(path)
     assert curves["tcl"] == [(8, 1.5, 2.5)] and len(curves["xgb"]) == 3
-    on_grid = bench._on_grid(curves["xgb"], np.array([0, 8, 20, 30]), axis=0)
-    assert np.isnan(on_grid[:2]).all() and list(on_grid[2:]) == [3.0, 2.0]
     png = bench.plot_network({0: curves, 1: curves}, tmp_path / "net.png", "test")
     assert png.stat().st_size > 1000
 
