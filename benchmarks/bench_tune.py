@@ -117,14 +117,19 @@ def seed_table(done: dict[str, tuple[dict[str, Any], list]], models: list[str], 
     from tcl.tvm.compare import first_reaching
     from tcl.tvm.curve import CurvePoint
 
+    def final(curve: list[CurvePoint]) -> float:
+        # read off the curve, not the row: curves.csv keeps 6 digits, so a row's full-precision final
+        # can sit just below the very point that reached it
+        return next((p.estimated_latency for p in reversed(curve) if math.isfinite(p.estimated_latency)), math.nan)
+
     base_curve = [CurvePoint(t, sec, ms) for t, sec, ms in done[baseline][1]]
-    target = next((p.estimated_latency for p in reversed(base_curve) if math.isfinite(p.estimated_latency)), math.nan)
     rows = []
     for model in models:
-        row, curve = done[model]
-        reach = first_reaching([CurvePoint(t, sec, ms) for t, sec, ms in curve], target)
+        row, points = done[model]
+        curve = [CurvePoint(t, sec, ms) for t, sec, ms in points]
+        reach = first_reaching(curve, final(base_curve))
         # the other way round: how long the baseline took to reach this model's final estimate
-        match = first_reaching(base_curve, row["final_est_ms"])
+        match = first_reaching(base_curve, final(curve))
         rows.append({**row, f"trials_to_{baseline}_final": reach.trial if reach else None,
                      f"seconds_to_{baseline}_final": round(reach.seconds, 1) if reach else None,
                      f"{baseline}_trials_to_match": match.trial if match else None,

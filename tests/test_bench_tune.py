@@ -96,6 +96,9 @@ def test_seed_table_measures_every_model_against_this_seeds_baseline_curve(bench
     # the other way round: xgb reaches random's final (2.05) at 24 trials, never tcl's (1.8)
     assert (rows["random"]["xgb_trials_to_match"], rows["random"]["xgb_seconds_to_match"]) == (24, 3.0)
     assert rows["tcl"]["xgb_trials_to_match"] is None and rows["xgb"]["xgb_trials_to_match"] == 24
+    # a row's final in full precision, its curve in the 6 digits of curves.csv: the curve decides
+    done["xgb"] = (_row("xgb", 1.99999949, 24), [(8, 1.0, math.nan), (16, 2.0, 3.0), (24, 3.0, 2.0)])
+    assert bench.seed_table(done, ["xgb"], "xgb")[0]["xgb_trials_to_match"] == 24
 
 
 def test_back_to_back_latencies_replace_the_runs_own_and_the_speedup_follows(bench):
