@@ -27,21 +27,27 @@ def bundle_digest(directory: str | Path) -> str:
     return h.hexdigest()
 
 
-def load_pinned(directory: str | Path):
-    """(bundle, pin) from a saved bundle directory; a bundle without a pin file is pinned by its digest."""
-    from ..train.bundle import ModelBundle
-
+def read_pin(directory: str | Path) -> dict[str, Any]:
+    """The pin of a saved bundle directory, checked against its files; a bundle without a pin
+    file is pinned by its digest."""
     directory = Path(directory)
-    bundle = ModelBundle.load(directory)
     digest = bundle_digest(directory)
     pin_path = directory / PIN_FILE
     if not pin_path.exists():
-        return bundle, {"uri": str(directory), "sha256": digest, "why": "a saved bundle"}
+        return {"uri": str(directory), "sha256": digest, "why": "a saved bundle"}
     pin = json.loads(pin_path.read_text())
     if pin.get("sha256") != digest:
         raise ValueError(f"{directory}: its files changed since they were pinned "
                          f"(sha256 {digest[:12]}, {PIN_FILE} says {str(pin.get('sha256'))[:12]})")
-    return bundle, {**pin, "bundle_dir": str(directory)}
+    return {**pin, "bundle_dir": str(directory)}
+
+
+def load_pinned(directory: str | Path):
+    """(bundle, pin) from a saved bundle directory (see `read_pin`)."""
+    from ..train.bundle import ModelBundle
+
+    pin = read_pin(directory)
+    return ModelBundle.load(directory), pin
 
 
 def pin_bundle(directory: str | Path, resolve: Callable[[], tuple[Any, dict[str, Any]]]) -> dict[str, Any]:
@@ -57,4 +63,4 @@ def pin_bundle(directory: str | Path, resolve: Callable[[], tuple[Any, dict[str,
         (staging / PIN_FILE).write_text(json.dumps({**fields, "sha256": bundle_digest(staging)}, indent=2))
         shutil.rmtree(directory, ignore_errors=True)
         staging.rename(directory)
-    return load_pinned(directory)[1]
+    return read_pin(directory)
