@@ -237,8 +237,9 @@ def _fmt(stat: dict[str, Any], digits: int = 3) -> str:
     return f"{stat['mean']:.{digits}g} +- {stat['std']:.2g}"
 
 
-def render(summary: dict[str, list[dict[str, Any]]], baseline: str, seeds: list[int], budgets: dict[str, int],
-           retimed: bool = False) -> str:
+def render(summary: dict[str, list[dict[str, Any]]], baseline: str, seeds: dict[str, list[int]],
+           budgets: dict[str, int], retimed: bool = False) -> str:
+    """The table; `seeds` per network, since a network's seed counts only once all its models are tuned."""
     head = ["network", "cost model", "trials", f"trials to {baseline} final", f"seconds to {baseline} final",
             f"seeds reaching {baseline}", f"{baseline} trials to match", f"{baseline} seconds to match",
             "final est. ms", "tuned ms", "x reference", "cost-model share"]
@@ -254,7 +255,8 @@ def render(summary: dict[str, list[dict[str, Any]]], baseline: str, seeds: list[
                 _fmt(r["final_est_ms"]), _fmt(r["tuned_ms"]), _fmt(r["speedup_vs_reference"]),
                 _fmt(r["cost_model_share"], 2)]) + " |")
     budget_text = ", ".join(f"{m} {n}" for m, n in budgets.items())
-    notes = [f"trial budgets: {budget_text}; seeds {seeds}; mean +- sample std over seeds.",
+    seed_text = ", ".join(f"{network} {network_seeds}" for network, network_seeds in seeds.items())
+    notes = [f"trial budgets: {budget_text}; seeds: {seed_text}; mean +- sample std over seeds.",
              f"'to {baseline} final': this model's trials/seconds to reach {baseline}'s final estimate of the same "
              f"seed, over the seeds that reached it; '{baseline} to match': {baseline}'s trials/seconds to reach this "
              f"model's final estimate, over the seeds where it did (in brackets).",
@@ -352,7 +354,7 @@ def main() -> None:
                                  f"{budgets[baseline]}), seeds {sorted(tables)}"))
     if not summary:
         raise SystemExit("nothing to report: no seed has every model tuned yet")
-    seeds = sorted({seed for tables in seed_tables.values() for seed in tables})
+    seeds = {name: sorted(tables) for name, tables in seed_tables.items()}
     text = render(summary, baseline, seeds, budgets, retimed=retimed)
     print(text)
     (out / "summary.md").write_text(text)
@@ -362,7 +364,8 @@ def main() -> None:
     from tcl import tracking
 
     with tracking.run(params, f"bench-tune-{platform.name}", {"stage": "bench_tune"}):
-        tracking.log_params({"networks": ",".join(summary), "seeds": ",".join(map(str, seeds)),
+        tracking.log_params({"networks": ",".join(summary),
+                             "seeds": ";".join(f"{n}:{','.join(map(str, s))}" for n, s in seeds.items()),
                              "trials": json.dumps(budgets), "cost_models": ",".join(tune["cost_models"])})
         for path in (*pngs, out / "summary.md", out / "summary.json"):
             tracking.log_artifact(str(path))
