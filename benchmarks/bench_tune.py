@@ -123,11 +123,12 @@ def seed_table(done: dict[str, tuple[dict[str, Any], list]], models: list[str], 
         return next((p.estimated_latency for p in reversed(curve) if math.isfinite(p.estimated_latency)), math.nan)
 
     base_curve = [CurvePoint(t, sec, ms) for t, sec, ms in done[baseline][1]]
+    target = final(base_curve)
     rows = []
     for model in models:
         row, points = done[model]
         curve = [CurvePoint(t, sec, ms) for t, sec, ms in points]
-        reach = first_reaching(curve, final(base_curve))
+        reach = first_reaching(curve, target)
         # the other way round: how long the baseline took to reach this model's final estimate
         match = first_reaching(base_curve, final(curve))
         rows.append({**row, f"trials_to_{baseline}_final": reach.trial if reach else None,
