@@ -1,0 +1,59 @@
+"""Run records of the train stage: one run per trained model, its bundle registered (tcl.train.pipeline).
+
+Rebuilt from `reports/train/<platform>.json` (final metrics, the registered name and version,
+the gate's decision), `models/<platform>/<model>/bundle.json` and the params dvc.lock says
+the stage ran with. Per-epoch curves are not in these files, so a rebuilt run has the final
+figures only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .lock import Lock
+from .model import Registration, RunRecord, record_key
+from .provenance import promotion, provenance_tags
+
+NOT_METRICS = {"registered_model", "version", "champion", "promotion"}
+
+
+def train_records(root: Path, lock: Lock) -> list[RunRecord]:
+    records = []
+    for platform in lock.instances("train"):
+        stage = f"train@{platform}"
+        metrics_path = root / "reports" / "train" / f"{platform}.json"
+        results = json.loads(metrics_path.read_text())
+        used = lock.params(stage, "featurize", f"sample@{platform}")
+        commit = lock.recording_commit(stage, f"models/{platform}")
+        for model, m in results.items():
+            if not isinstance(m, dict) or not m.get("registered_model"):
+                continue   # the random floor, or a model trained with tracking off
+            records.append(_record(root, lock, platform, model, m, used, commit, metrics_path))
+    return records
+
+
+def _record(root: Path, lock: Lock, platform: str, model: str, m: dict, used: dict, commit: str,
+            metrics_path: Path) -> RunRecord:
+    bundle_dir = f"models/{platform}/{model}"
+    bundle = json.loads((root / bundle_dir / "bundle.json").read_text())
+    cfg = used.get("train") or {}
+    hparams = (cfg.get("hparams") or {}).get(model) or {}
+    data_version = lock.data_version()
+    name = f"train-{model}-{platform}"
+    run = RunRecord(record_key(name, metrics_path, root / bundle_dir / "bundle.json"), name,
+                    {"stage": "train", "platform": platform, "model": model})
+    run.params = {"model": model, "platform": platform, "seed": used.get("seed", 0),
+                  **{k: cfg[k] for k in ("epochs", "lr", "batch_size", "loss", "threads") if k in cfg},
+                  **{f"hp.{k}": v for k, v in hparams.items()},
+                  "feature_shape": "x".join(str(d) for d in bundle.get("feature_shape", [])),
+                  "train_rows": (bundle.get("meta") or {}).get("train_rows", ""),
+                  "sample": f"data/samples/{platform}.npz", "data_version": data_version,
+                  "params": m.get("param_count", "")}
+    run.add_metrics({k: v for k, v in m.items() if k not in NOT_METRICS})
+    scores = {"val_top1": m.get("val_top1_ratio_of_sums"), "test_top1": m.get("test_top1_ratio_of_sums")}
+    gate, aliases = promotion(bool(m.get("champion")), str(m.get("promotion", "")), m.get("val_top1_ratio_of_sums"))
+    tags = {"platform": platform, "model": model,
+            **provenance_tags(lock, used, data_version, scores, commit), **gate}
+    run.registrations.append(Registration(m["registered_model"], str(m["version"]), bundle_dir, tags, aliases))
+    return run
