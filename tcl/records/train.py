@@ -29,12 +29,13 @@ def train_records(root: Path, lock: Lock) -> list[RunRecord]:
         for model, m in results.items():
             if not isinstance(m, dict) or not m.get("registered_model"):
                 continue   # the random floor, or a model trained with tracking off
-            records.append(_record(root, lock, platform, model, m, used, commit, metrics_path))
+            records.append(_record(root, lock, platform, model, m, used, commit, metrics_path,
+                                   results.get("random") or {}))
     return records
 
 
 def _record(root: Path, lock: Lock, platform: str, model: str, m: dict, used: dict, commit: str,
-            metrics_path: Path) -> RunRecord:
+            metrics_path: Path, floor: dict) -> RunRecord:
     bundle_dir = f"models/{platform}/{model}"
     bundle = json.loads((root / bundle_dir / "bundle.json").read_text())
     cfg = used.get("train") or {}
@@ -51,9 +52,12 @@ def _record(root: Path, lock: Lock, platform: str, model: str, m: dict, used: di
                   "sample": f"data/samples/{platform}.npz", "data_version": data_version,
                   "params": m.get("param_count", "")}
     run.add_metrics({k: v for k, v in m.items() if k not in NOT_METRICS})
-    scores = {"val_top1": m.get("val_top1_ratio_of_sums"), "test_top1": m.get("test_top1_ratio_of_sums")}
+    scores = {"val_top1": m.get("val_top1_ratio_of_sums"), "test_top1": m.get("test_top1_ratio_of_sums"),
+              "random_test_top1": floor.get("test_top1_ratio_of_sums")}
     gate, aliases = promotion(bool(m.get("champion")), str(m.get("promotion", "")), m.get("val_top1_ratio_of_sums"))
+    # the evidence tcl.tvm.select weighs for a CPU without a platform of its own
+    evidence = {"eval.test_tasks": str(floor.get("test_tasks", "")), "train_rows": str(run.params["train_rows"])}
     tags = {"platform": platform, "model": model,
-            **provenance_tags(lock, used, data_version, scores, commit), **gate}
+            **provenance_tags(lock, used, data_version, scores, commit), **evidence, **gate}
     run.registrations.append(Registration(m["registered_model"], str(m["version"]), bundle_dir, tags, aliases))
     return run

@@ -102,12 +102,19 @@ def versions(name: str) -> list:
 
 
 def latest_version(name: str) -> str:
-    """The highest version number of `name`; LookupError when it has none."""
+    """The highest version number of `name`; LookupError (saying how to get one) when it has none."""
+    from ..records.hints import how_to_register
+
     numbers = [int(v.version) for v in versions(name)]
     if not numbers:
-        raise LookupError(f"registered model {name!r} has no versions in {mlflow.get_tracking_uri()}; "
-                          "run the train stage first")
+        raise LookupError(f"registered model {name!r} has no versions in {mlflow.get_tracking_uri()}. "
+                          + how_to_register(name))
     return str(max(numbers))
+
+
+def store_uri() -> str:
+    """The MLflow store this process reads and writes."""
+    return mlflow.get_tracking_uri()
 
 
 def load_registered(uri: str) -> ModelBundle:

@@ -1,22 +1,40 @@
 """Pick the registered model to tune a platform with.
 
-The platform's own champion if one is registered; otherwise the champion of the
-nearest platform of the same kind, preferring platforms measured on this very CPU
-(their `host` matches it), then by hardware spec (Euclidean distance of the
-log-scaled Table-1 vectors); the caller is told which was used and why. The
-alias is resolved to its version number, so a run records (and loads) exactly the
-model it used even if the alias moves meanwhile.
+The platform's own champion if one is registered. Otherwise the champion of another
+platform of the same kind that is expected to rank programs best on a CPU none of them was
+measured on: the one whose held-out top-1 beats a random scorer by the most, on the most
+evidence. Its expected lift is
+
+    (top1 - random) / (1 - random)  x  t / (t + TASKS_HALF)  x  n / (n + PROGRAMS_HALF)
+
+from its version tags: `score.test_top1` and `score.random_test_top1` (the model and a random
+scorer on the same held-out networks of its platform), `eval.test_tasks` (t, how many tasks
+that score rests on) and `train_rows` (n, programs it learned from). Raw top-1 is not
+comparable across platforms: on a 4-task held-out split a random scorer already gets 0.4, on
+48 tasks 0.15. Ties, and versions without these tags, fall back to platforms measured on this
+very CPU (their `host` matches it), then to the nearest by hardware spec (Euclidean distance
+of the log-scaled Table-1 vectors). The caller is told which was used and why, with the
+runners-up. The alias is resolved to its version number, so a run records (and loads)
+exactly the model it used even if the alias moves meanwhile.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import tracking
 from ..platforms import Platform, host_mismatch
+from ..records.hints import how_to_get
 from ..tracking import CHAMPION, registered_name
+
+# A score on t held-out tasks counts t / (t + 20): top-1 (eq. 12) moves by +-0.06 between seeds
+# even on 48 tasks (README, "Sampling"), so a lift measured on 4 tasks counts a sixth.
+TASKS_HALF = 20.0
+# n training programs count n / (n + 500): about four tasks' pools (128 programs each).
+PROGRAMS_HALF = 500.0
 
 
 @dataclass(frozen=True)
@@ -33,28 +51,67 @@ def spec_distance(a: Platform, b: Platform) -> float:
     return float(np.linalg.norm(np.log1p(np.asarray(a.spec_vector)) - np.log1p(np.asarray(b.spec_vector))))
 
 
-def select_model(target: Platform, platforms: dict[str, Platform], prefix: str, model_name: str) -> Selection:
-    """The champion for `target`, or the nearest platform's; LookupError if none is registered."""
+def _number(tags: dict, key: str) -> float | None:
+    try:
+        value = float(tags[key])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
 
-    def champion(p: Platform, reason: str) -> Selection | None:
+
+def expected_lift(tags: dict) -> tuple[float, str] | None:
+    """(expected lift over random, how it was computed) from a version's tags; None without the evidence."""
+    top1, floor = _number(tags, "score.test_top1"), _number(tags, "score.random_test_top1")
+    tasks, rows = _number(tags, "eval.test_tasks"), _number(tags, "train_rows")
+    if None in (top1, floor, tasks, rows) or floor >= 1.0:
+        return None
+    lift = (top1 - floor) / (1.0 - floor)
+    value = lift * tasks / (tasks + TASKS_HALF) * rows / (rows + PROGRAMS_HALF)
+    return value, (f"expected lift {value:.3f}: top-1 {top1:.3f} vs random {floor:.3f} on {tasks:.0f} held-out "
+                   f"tasks, {rows:.0f} training programs")
+
+
+def select_model(target: Platform, platforms: dict[str, Platform], prefix: str, model_name: str) -> Selection:
+    """The champion for `target`, or the one expected to rank best there; LookupError if none is registered."""
+
+    def selection(p: Platform, found, reason: str) -> Selection:
         name = registered_name(prefix, p.name, model_name)
-        found = tracking.registry.champion(name)
-        if found is None:
-            return None
         return Selection(f"models:/{name}/{found.version}", p.name, reason, name, str(found.version),
                          found.tags.get("data_version", "unknown"))
 
-    own = champion(target, f"champion registered for {target.name}")
-    if own:
-        return own
-    # A platform measured on this very CPU first (its labels are this machine's), then by spec distance.
-    candidates = sorted((host_mismatch(p) is not None or not p.host, spec_distance(target, p), p.name)
-                        for p in platforms.values() if p.kind == target.kind and p.name != target.name)
-    for elsewhere, dist, name in candidates:
-        where = "measured on another CPU" if elsewhere else "measured on this CPU"
-        near = champion(platforms[name], f"no {model_name} model for {target.name}; nearest platform by "
-                                         f"hardware spec {where} is {name} (distance {dist:.3f})")
-        if near:
-            return near
-    raise LookupError(f"no registered '{model_name}' champion for {target.name} or any {target.kind} platform "
-                      f"(looked for {prefix}-{model_name}-<platform>@{CHAMPION}); run the train stage first")
+    own = tracking.registry.champion(registered_name(prefix, target.name, model_name))
+    if own is not None:
+        return selection(target, own, f"champion registered for {target.name}")
+    ranked = []
+    for p in platforms.values():
+        if p.kind != target.kind or p.name == target.name:
+            continue
+        found = tracking.registry.champion(registered_name(prefix, p.name, model_name))
+        if found is None:
+            continue
+        lift = expected_lift(dict(found.tags))
+        here = bool(p.host) and host_mismatch(p) is None
+        dist = spec_distance(target, p)
+        # highest expected lift first; without evidence last; then measured here, then nearest spec
+        key = (lift is None, -(lift[0] if lift else 0.0), not here, dist, p.name)
+        ranked.append((key, p, found, lift, here, dist))
+    if not ranked:
+        raise LookupError(f"no registered '{model_name}' champion for {target.name} or any {target.kind} platform "
+                          f"(looked for {prefix}-{model_name}-<platform>@{CHAMPION} in {_store()}). "
+                          + how_to_get(model_name, prefix))
+    ranked.sort(key=lambda r: r[0])
+    _, p, found, lift, here, dist = ranked[0]
+    where = "measured on this CPU" if here else "measured on another CPU"
+    others = "; ".join(f"{q.name}: " + (f"{lf[0]:.3f}" if lf else "no evidence") for _, q, _, lf, _, _ in ranked[1:])
+    others = f" [others: {others}]" if others else ""
+    if lift:
+        reason = (f"no {model_name} model for {target.name}; {p.name}'s is expected to rank best here ({lift[1]}; "
+                  f"{where}, spec distance {dist:.3f}){others}")
+    else:
+        reason = (f"no {model_name} model for {target.name} and no held-out evidence tags to weigh; nearest platform "
+                  f"by hardware spec {where} is {p.name} (distance {dist:.3f}){others}")
+    return selection(p, found, reason)
+
+
+def _store() -> str:
+    return tracking.registry.store_uri()
