@@ -144,15 +144,17 @@ def pin_learned_models(models: list[str], platform, params: dict[str, Any], pin_
     now) and tune every seed, in this session or a later one, with those files: model -> its pin
     (`bundle_dir`, `sha256`, the registered version it came from). Without `create`, only the
     models pinned already."""
+    from tcl.tvm.names import parse_cost_model
     from tcl.tvm.pinned import PIN_FILE, pin_bundle
     from tcl.tvm.report import registered_choice
-    from tcl.tvm.tuning import BUILTIN_COST_MODELS
 
     pins = {}
-    for model in models:
-        if model in BUILTIN_COST_MODELS or not (create or (pin_dir / model / PIN_FILE).exists()):
+    for spec in map(parse_cost_model, models):
+        model = spec.base  # `tcl`, `tcl+moa` and `tcl+ft` tune with the same pinned weights
+        if spec.builtin or model in pins or not (create or (pin_dir / model / PIN_FILE).exists()):
             continue
-        pin = pins[model] = pin_bundle(pin_dir / model, lambda m=model: registered_choice(m, platform, params, print))
+        pin = pins[model] = pin_bundle(pin_dir / model,
+                                       lambda r=spec.registered: registered_choice(r, platform, params, print))
         print(f"{model}: pinned to {pin['bundle_dir']} ({pin.get('registered_model')} v{pin.get('version')}, "
               f"data {pin.get('data_version')}, sha256 {pin['sha256'][:12]})")
     return pins
@@ -313,7 +315,10 @@ def main() -> None:
     budgets[baseline] = args.baseline_trials or budgets[baseline]
     pins = pin_learned_models(models, platform, params, Path(args.pin_dir or out / "models"),
                               create=not args.report_only)
-    bundles, digests = {m: p["bundle_dir"] for m, p in pins.items()}, {m: p["sha256"] for m, p in pins.items()}
+    from tcl.tvm.names import parse_cost_model
+
+    bundles = {base: p["bundle_dir"] for base, p in pins.items()}
+    digests = {m: pins[parse_cost_model(m).base]["sha256"] for m in models if parse_cost_model(m).base in pins}
     summary, seed_tables, pngs = {}, {}, []
     retimed = bool(args.retime_rounds)  # every network's libraries timed again
     for network in args.networks or [tune["network"]]:

@@ -133,6 +133,7 @@ def test_tenset_mlp_bundle_is_a_metaschedule_cost_model_that_sees_its_training_f
     from tcl.features.per_store import PerStoreFeaturizer, context, replay
     from tcl.train.bundle import ModelBundle
     from tcl.tvm.cost_model import LearnedCostModel
+    from tcl.tvm.online import OnlineSettings
 
     store, table = toy_store
     feats, _ = _features(store, table, host_platform.name)
@@ -154,7 +155,7 @@ def test_tenset_mlp_bundle_is_a_metaschedule_cost_model_that_sees_its_training_f
     ctx = context(mod, tvm.target.Target(json.loads(table.column("target")[0].as_py())))
     np.testing.assert_allclose(loaded.score_candidates(ctx, cands), predict(model, x[rows]), rtol=1e-5, atol=1e-6)
 
-    cost_model = LearnedCostModel(loaded, online_steps=2)
+    cost_model = LearnedCostModel(loaded, adaptation="ft", settings=OnlineSettings(steps=2))
     scores = cost_model.predict(ctx, cands)
     assert scores.dtype == np.float64 and (scores >= 0).all() and len(set(np.round(scores, 9))) > 1
     results = [ms.runner.RunnerResult(run_secs=[float(1 + i)], error_msg=None) for i in range(len(cands))]

@@ -131,7 +131,7 @@ def test_models_reject_wrong_shapes():
     with pytest.raises(ValueError):
         MLPModel(164)(torch.randn(3, 26, 22))
     with pytest.raises(ValueError):
-        build_model("xgb", 22, 26)
+        build_model("no_such_model", 22, 26)
 
 
 # ---------------------------------------------------------------- losses

@@ -3,7 +3,8 @@
 All take float32 features and return one score per program, higher = faster:
 "tcl" and "tlp" read (batch, seq_len, feat_dim) schedule-primitive sequences, "mlp" a
 flat (batch, feat_dim) vector (or the flattened sequence when built with seq_len > 1),
-"tenset_mlp" TVM's PerStoreFeature as (batch, stores, 164) with zero-row padding.
+"tenset_mlp" TVM's PerStoreFeature as (batch, stores, 164) with zero-row padding, and so does
+"xgb", Tenset's pretrained XGBoost (trees, trained by `fit_ranker` rather than gradients).
 "ckd_ac" is CKD's deployable pair: the active column with its knowledge-base laterals.
 """
 
@@ -17,9 +18,10 @@ from tcl.models.mlp_model import MLPModel
 from tcl.models.tcl_model import TCLModel, param_count, size_on_disk
 from tcl.models.tenset_mlp import TensetMLP
 from tcl.models.tlp_model import TLPModel
+from tcl.models.xgb_model import XGBPerStore
 
 MODELS: dict[str, type[nn.Module]] = {"tcl": TCLModel, "tlp": TLPModel, "mlp": MLPModel,
-                                     "tenset_mlp": TensetMLP, "ckd_ac": CKDModel}
+                                     "tenset_mlp": TensetMLP, "ckd_ac": CKDModel, "xgb": XGBPerStore}
 
 
 def build_model(name: str, feat_dim: int, seq_len: int | None, seed: int | None = None, **hparams) -> nn.Module:
@@ -40,4 +42,4 @@ def build_model(name: str, feat_dim: int, seq_len: int | None, seed: int | None 
 
 
 __all__ = ["MODELS", "build_model", "TCLModel", "TLPModel", "MLPModel", "CKDModel",
-           "TensetMLP", "param_count", "size_on_disk"]
+           "TensetMLP", "XGBPerStore", "param_count", "size_on_disk"]

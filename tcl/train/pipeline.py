@@ -31,7 +31,7 @@ import numpy as np
 from ..data.card import dvc_data_version
 from ..data.store import atomic_write_bytes
 from ..features.dataset import load_split
-from ..models import build_model, param_count, size_on_disk
+from ..models import build_model, size_on_disk
 from .. import tracking
 from ..platforms import Platform
 from ..sampling.offline import restrict_to_sample
@@ -75,27 +75,36 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
                              "feature_shape": f"{rows}x{cols}", "train_rows": len(train["x"]),
                              "train_pool_rows": pool_rows, "sample": str(sample_path or ""),
                              "data_version": data_version,
-                             "params": param_count(model)})
+                             "params": model.param_count()})
         eval_every = max(1, tcfg.epochs // 10)
 
-        def on_epoch(epoch: int, loss: float) -> None:
-            tracking.log_metric("train_loss", loss, step=epoch)
-            if len(val["x"]) and (epoch % eval_every == 0 or epoch == tcfg.epochs - 1):
+        def log_validation(epoch: int) -> None:
+            if len(val["x"]):
                 m = ranking_metrics(val, predict(model, val["x"]), ks=(1,))
                 tracking.log_metric("val_top1", m["top1_ratio_of_sums"], step=epoch)
                 tracking.log_metric("val_pairwise_accuracy", m["pairwise_accuracy"], step=epoch)
 
+        def on_epoch(epoch: int, loss: float) -> None:
+            tracking.log_metric("train_loss", loss, step=epoch)
+            if epoch % eval_every == 0 or epoch == tcfg.epochs - 1:
+                log_validation(epoch)
+
         ckpt = checkpoint_path(params, platform.name, model_name)
         start = time.perf_counter()
-        history = fit(model, train["x"], train["label"], train["group"], tcfg, on_epoch, checkpoint=ckpt)
+        if getattr(model, "trains_by_gradient", True):
+            history = fit(model, train["x"], train["label"], train["group"], tcfg, on_epoch, checkpoint=ckpt)
+            _log_resumed(history)
+            trained_epochs = tcfg.epochs - history.start_epoch
+        else:  # trees: one fit, no epochs to checkpoint
+            model.fit_ranker(train["x"], train["label"], train["group"], seed=tcfg.seed, threads=tcfg.threads)
+            log_validation(0)
+            trained_epochs = 1
         seconds = time.perf_counter() - start
-        _log_resumed(history)
         metrics = {f"test_{k}": v for k, v in ranking_metrics(test, predict(model, test["x"])).items()}
         val_metrics = ranking_metrics(val, predict(model, val["x"]), ks=(1,)) if len(val["x"]) else {}
         metrics.update({f"val_{k}": v for k, v in val_metrics.items()})
-        trained_epochs = tcfg.epochs - history.start_epoch
         metrics.update({"train_seconds": seconds, "seconds_per_epoch": seconds / max(trained_epochs, 1),
-                        "param_count": param_count(model), "size_mb": size_on_disk(model) / 1e6})
+                        "param_count": model.param_count(), "size_mb": size_on_disk(model) / 1e6})
         tracking.log_metrics({k: v for k, v in metrics.items() if np.isfinite(v)})
         bundle = ModelBundle(model_name=model_name, model=model, featurizer=featurizer, platform=platform.name,
                              spec_vector=platform.spec_vector, meta={"train_rows": int(len(train["x"]))})

@@ -60,7 +60,7 @@ def comparison_table(runs: list[ModelRun], baseline: str) -> list[dict[str, Any]
 def tune_side_by_side(network: str, platform, cost_models: dict[str, Callable[[], Any]], *, trials: int,
                       work_root: str | Path, seed: int, workload_cfg: dict[str, Any],
                       num_trials_per_iter: int, runner_cfg: dict | None = None, resume: bool = False,
-                      on_run: Callable[[ModelRun], None] | None = None) -> list[ModelRun]:
+                      on_run: Callable[[ModelRun], None] | None = None, search=None) -> list[ModelRun]:
     """Tune `network` (a built-in name, a .pt2 or an .onnx file) once per cost model (each factory builds a fresh
     model); compile and check each. `<work_root>/<model>/` keeps its tuning database and the compiled
     library `<network>.so`."""
@@ -76,7 +76,8 @@ def tune_side_by_side(network: str, platform, cost_models: dict[str, Callable[[]
         work_dir = Path(work_root) / name
         result = tune_network(fused, platform, network=net.name, cost_model=factory(), cost_model_name=name,
                               trials=trials, work_dir=work_dir, seed=seed,
-                              num_trials_per_iter=num_trials_per_iter, runner_cfg=runner_cfg, resume=resume)
+                              num_trials_per_iter=num_trials_per_iter, runner_cfg=runner_cfg, resume=resume,
+                              search=search)
         run = ModelRun(name, result, compile_and_check(result.database, net.relax_mod, platform, net.reference,
                                                        net.inputs, reference_ms,
                                                        library_path=str(work_dir / f"{net.name}.so"),

@@ -17,8 +17,10 @@ from typing import Any, Callable
 from .. import tracking
 from ..platforms import Platform, load_platforms, require_device
 from .compare import ModelRun, comparison_table, tune_side_by_side
+from .online import OnlineSettings
 from .plot import plot_curves
-from .tuning import BUILTIN_COST_MODELS, make_builtin_cost_model
+from .names import parse_cost_model
+from .tuning import SearchSettings, make_builtin_cost_model
 
 
 def registered_choice(name: str, platform: Platform, params: dict[str, Any], log: Callable[[str], None]):
@@ -38,25 +40,29 @@ def registered_choice(name: str, platform: Platform, params: dict[str, Any], log
 def cost_model_factories(names: list[str], platform: Platform, params: dict[str, Any],
                          log: Callable[[str], None]) -> tuple[dict[str, Callable[[], Any]], dict[str, dict]]:
     """A fresh cost model per tuning run (TVM's built-ins by name; learned ones from a saved bundle
-    named in `tune.bundles`, else from the registry), and for each learned one what it is pinned to."""
+    named in `tune.bundles` under their base name, else from the registry, adapting as their name
+    says: tcl.tvm.names), and for each learned one what it is pinned to."""
     from .cost_model import LearnedCostModel
+    from .online import OnlineSettings
     from .pinned import load_pinned
 
-    tcfg = params["tune"]
-    saved = tcfg.get("bundles") or {}
+    saved = params["tune"].get("bundles") or {}
+    settings = OnlineSettings.from_params(params)
     factories, pins = {}, {}
-    for name in names:
-        if name in BUILTIN_COST_MODELS:
+    for spec in map(parse_cost_model, names):
+        name = spec.name
+        if spec.builtin:
             factories[name] = (lambda n=name: make_builtin_cost_model(n, int(params.get("seed", 0)),
                                                                         platform.threads))
             continue
-        if name in saved:
-            bundle, pins[name] = load_pinned(saved[name])
-            log(f"{name}: using the saved bundle {saved[name]} ({pins[name].get('uri')})")
+        if spec.base in saved:
+            bundle, pins[name] = load_pinned(saved[spec.base])
+            log(f"{name}: using the saved bundle {saved[spec.base]} ({pins[name].get('uri')})")
         else:
-            bundle, pins[name] = registered_choice(name, platform, params, log)
-        factories[name] = (lambda b=bundle: LearnedCostModel(copy.deepcopy(b), spec_vector=platform.spec_vector,
-                                                             online_steps=int(tcfg.get("online_steps", 0))))
+            bundle, pins[name] = registered_choice(spec.registered, platform, params, log)
+        LearnedCostModel(bundle, adaptation=spec.adaptation, settings=settings)  # fails now, not mid-tuning
+        factories[name] = (lambda b=bundle, a=spec.adaptation: LearnedCostModel(
+            copy.deepcopy(b), spec_vector=platform.spec_vector, adaptation=a, settings=settings))
     return factories, pins
 
 
@@ -72,7 +78,9 @@ def run_tuning_stage(platform: Platform, params: dict[str, Any], out_dir: str | 
                       {"stage": "tune", "platform": platform.name, "network": network}):
         tracking.log_params({"network": network, "platform": platform.name, "trials": cfg["trials"],
                              "num_trials_per_iter": cfg["num_trials_per_iter"], "seed": params.get("seed", 0),
-                             "cost_models": ",".join(factories)})
+                             "cost_models": ",".join(factories),
+                             **{f"search.{k}": v for k, v in vars(SearchSettings.from_params(params)).items()},
+                             **{f"online.{k}": v for k, v in vars(OnlineSettings.from_params(params)).items()}})
 
         def track(run: ModelRun) -> None:
             with tracking.run(params, f"{run.name}",
@@ -96,7 +104,8 @@ def run_tuning_stage(platform: Platform, params: dict[str, Any], out_dir: str | 
                                  work_root=out / platform.name,
                                  seed=int(params.get("seed", 0)), workload_cfg=params.get("workloads", {}),
                                  num_trials_per_iter=int(cfg["num_trials_per_iter"]),
-                                 runner_cfg=params["collect"].get("runner"), on_run=track)
+                                 runner_cfg=params["collect"].get("runner"), on_run=track,
+                                 search=SearchSettings.from_params(params))
         baseline = cfg.get("baseline", "xgb") if cfg.get("baseline", "xgb") in factories else runs[0].name
         table = comparison_table(runs, baseline)
         png = plot_curves(runs, out / f"{platform.name}.png",

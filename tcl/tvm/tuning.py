@@ -16,7 +16,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-BUILTIN_COST_MODELS = ("xgb", "random")
+from .names import BUILTIN_COST_MODELS
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -55,10 +57,53 @@ def make_builtin_cost_model(name: str, seed: int, num_tuning_cores: int):
                      "or pass a loaded model")
 
 
+@dataclass(frozen=True)
+class SearchSettings:
+    """`tune.search` of params.yaml: MetaSchedule's evolutionary search (its defaults here)."""
+
+    population: int = 512            # candidates kept per generation
+    genetic_iters: int = 4           # generations per batch
+    eps_greedy: float = 0.05         # share of each batch picked at random instead of by the model
+    init_measured_ratio: float = 0.2  # share of the first population taken from measured programs
+    mutate_prob: float = 0.85
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> "SearchSettings":
+        cfg = dict(((params.get("tune") or {}).get("search")) or {})
+        unknown = sorted(set(cfg) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"params.yaml tune.search: unknown key(s) {unknown}; "
+                             f"known: {sorted(cls.__dataclass_fields__)}")
+        return cls(**cfg)
+
+    def strategy(self):
+        """A MetaSchedule EvolutionarySearch; each TuneContext gets a clone of it."""
+        from tvm.s_tir import meta_schedule as ms
+
+        return ms.search_strategy.EvolutionarySearch(
+            population_size=self.population, init_measured_ratio=self.init_measured_ratio,
+            genetic_num_iters=self.genetic_iters, genetic_mutate_prob=self.mutate_prob,
+            eps_greedy=self.eps_greedy)
+
+
+def tune_contexts(relax_mod, platform, work_dir: str | Path, seed: int, search: SearchSettings | None = None,
+                  network: str = "network") -> tuple[list, list[float]]:
+    """One TuneContext per task of `relax_mod` on the platform's target (with `search`'s strategy) and the
+    tasks' weights."""
+    from tvm.s_tir import meta_schedule as ms
+
+    extracted = ms.relax_integration.extract_tasks(relax_mod, platform.tvm_target())
+    if not extracted:
+        raise RuntimeError(f"{network}: no tunable tasks on {platform.name}")
+    return ms.relax_integration.extracted_tasks_to_tune_contexts(
+        extracted, str(work_dir), strategy=(search or SearchSettings()).strategy(), seed=seed,
+        num_threads=platform.threads)
+
+
 def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_name: str, trials: int,
                  work_dir: str | Path, seed: int = 0, num_trials_per_iter: int = 16,
                  runner_cfg: dict | None = None, progress: bool = True, resume: bool = False,
-                 measurer=None) -> TuningResult:
+                 measurer=None, search: SearchSettings | None = None) -> TuningResult:
     """Tune every task of `relax_mod` (a fused Relax module) for `trials` measurements in total.
 
     A run starts from an empty `work_dir` (its database included) unless `resume`: a database
@@ -79,16 +124,16 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     # one (seen under pytest after a few tuning runs); its dictConfig would drop such a handler anyway.
     for handler in [h for h in ms_logger.handlers if h.get_name() is None]:
         ms_logger.removeHandler(handler)
-    target = platform.tvm_target()
     work_dir = Path(work_dir)
     if not resume:
         shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir(parents=True, exist_ok=True)
-    extracted = ms.relax_integration.extract_tasks(relax_mod, target)
-    if not extracted:
-        raise RuntimeError(f"{network}: no tunable tasks on {platform.name}")
-    contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-        extracted, str(work_dir), seed=seed, num_threads=platform.threads)
+    contexts, weights = tune_contexts(relax_mod, platform, work_dir, seed, search, network)
+    first_round = len(contexts) * num_trials_per_iter
+    if trials < first_round:
+        log.warning("%s: %d trials are fewer than the first round (%d tasks x %d trials per task): some tasks "
+                    "get no measurement and the network's latency estimate stays NaN; give --trials >= %d",
+                    network, trials, len(contexts), num_trials_per_iter, first_round)
     runner_cfg = dict(runner_cfg or {})
     measurer = measurer or make_measurer(platform, {"timeout_sec": 60}, runner_cfg)
     timed = TimedCostModel(cost_model)

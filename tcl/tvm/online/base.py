@@ -1,0 +1,93 @@
+"""The online-adaptation interface, its settings and the registry by name.
+
+An adapter turns a trained bundle into per-task scorers. MetaSchedule tunes many tasks
+in turn and reports each measured batch through `update`; the adapter keeps every
+task's measured programs (features and latencies) apart, so what one task teaches its
+scorer never changes another task's ranking (unless the method shares state on purpose,
+as MoA's Siamese model does, slowly).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ...registry import registrar
+
+ADAPTERS: dict[str, type["OnlineAdapter"]] = {}
+register_adapter = registrar(ADAPTERS, "online adaptation")
+
+
+@dataclass(frozen=True)
+class OnlineSettings:
+    """`tune.online` of params.yaml."""
+
+    steps: int = 20          # ft, moa: gradient steps on the task's measured programs per update
+    lr: float = 7e-4         # ft, moa: Adam learning rate of those steps
+    momentum: float = 0.99   # moa: Siamese <- momentum * Siamese + (1 - momentum) * target (the paper's 0.99)
+    period: int = 1          # moa: the momentum update after every `period`-th update of a task
+    boost_rounds: int = 10   # boost: trees added on top of the pretrained booster per task
+    min_programs: int = 2    # no adaptation before a task has this many measured programs
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> "OnlineSettings":
+        cfg = dict(((params.get("tune") or {}).get("online")) or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(cfg) - known)
+        if unknown:
+            raise ValueError(f"params.yaml tune.online: unknown key(s) {unknown}; known: {sorted(known)}")
+        return cls(**cfg)
+
+
+def concat_rows(arrays: list[np.ndarray]) -> np.ndarray:
+    """Stack batches of model inputs; per-store inputs differ in width (axis 1) and are zero-padded."""
+    if arrays[0].ndim == 3:
+        width = max(a.shape[1] for a in arrays)
+        arrays = [np.pad(a, ((0, 0), (0, width - a.shape[1]), (0, 0))) if a.shape[1] < width else a
+                  for a in arrays]
+    return np.concatenate(arrays)
+
+
+class OnlineAdapter(ABC):
+    """Per-task scoring of candidates that may learn from the task's measurements."""
+
+    name: ClassVar[str]
+    learns: ClassVar[bool] = True  # False: `observe` is never called (nothing to featurize after measuring)
+
+    def __init__(self, bundle, settings: OnlineSettings | None = None):
+        self.bundle = bundle
+        self.settings = settings or OnlineSettings()
+        self._seen: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+        self.updates: dict[str, int] = {}  # task -> adaptations made
+        self.check(bundle)
+
+    def check(self, bundle) -> None:
+        """Raise ValueError when this method cannot adapt `bundle`'s model."""
+
+    @abstractmethod
+    def score(self, task: str, x: np.ndarray) -> np.ndarray:
+        """Scores (higher = faster) of model inputs `x` of candidates of `task`."""
+
+    def observe(self, task: str, x: np.ndarray, latencies: np.ndarray) -> None:
+        """Measured programs of `task` (inputs and mean latencies in seconds): keep them, then adapt."""
+        xs, lats = self._seen.setdefault(task, ([], []))
+        xs.append(np.asarray(x, dtype=np.float32))
+        lats.append(np.asarray(latencies, dtype=np.float64))
+        all_lat = np.concatenate(lats)
+        if len(all_lat) < self.settings.min_programs:
+            return
+        labels = (all_lat.min() / all_lat).astype(np.float32)  # the training label: best / own latency
+        self.adapt(task, concat_rows(xs), labels)
+        self.updates[task] = self.updates.get(task, 0) + 1
+
+    def adapt(self, task: str, x: np.ndarray, labels: np.ndarray) -> None:
+        """Learn from all measured programs of `task` so far (labels in (0, 1], 1 = the best)."""
+
+
+def make_adapter(name: str, bundle, settings: OnlineSettings | None = None) -> OnlineAdapter:
+    if name not in ADAPTERS:
+        raise ValueError(f"unknown online adaptation {name!r}; known: {sorted(ADAPTERS)}")
+    return ADAPTERS[name](bundle, settings)

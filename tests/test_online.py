@@ -1,0 +1,159 @@
+"""Learned cost models that keep learning while tuning (tcl.tvm.online), pretrained XGB, search settings.
+
+Real records: two tiny matmul tasks, 16 measured programs each, TVM's PerStoreFeature of them.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from tcl.collect.collector import measure_task
+from tcl.data.splits import add_labels
+from tcl.data.store import RecordStore
+from tcl.features.per_store import PerStoreFeaturizer, pad_stores, per_store_features, workload_dir
+from tcl.models import build_model
+from tcl.models.metrics import pairwise_accuracy
+from tcl.train.bundle import ModelBundle
+from tcl.train.loop import predict
+from tcl.tvm.online import OnlineSettings, make_adapter
+
+from conftest import toy_matmul_task
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory, params, host_platform, measurer):
+    """{network: (per-store inputs, latencies in s, labels)} for toy_a (16^3), toy_b (32^3), toy_c (24^3) matmuls."""
+    store = RecordStore(tmp_path_factory.mktemp("online") / "records")
+    cfg = dict(params["collect"], pool_size=16, batch_size=16)
+    for n, network in ((16, "toy_a"), (32, "toy_b"), (24, "toy_c")):
+        measure_task(toy_matmul_task(n, network), host_platform, host_platform, store, measurer, cfg, 0,
+                     lambda _: None)
+    table = add_labels(store.read(host_platform.name))
+    feats, _ = per_store_features(table, [workload_dir(store.root, host_platform.name)])
+    ok = np.asarray([not e for e in table.column("error_code").to_pylist()]) & np.asarray(
+        [f is not None for f in feats])
+    x = pad_stores(feats)
+    networks = np.asarray(table.column("network").to_pylist())
+    latency = np.asarray([v if v is not None else np.nan for v in table.column("mean_sec").to_pylist()])
+    out = {}
+    for net in ("toy_a", "toy_b", "toy_c"):
+        rows = np.flatnonzero((networks == net) & ok)
+        lat = latency[rows]
+        out[net] = (x[rows], lat, (lat.min() / lat).astype(np.float32))
+        assert len(rows) >= 8, f"{net}: only {len(rows)} programs ran"
+    return out
+
+
+def _bundle(model_name: str, x: np.ndarray, platform) -> ModelBundle:
+    model = build_model(model_name, feat_dim=x.shape[2], seq_len=x.shape[1], seed=0)
+    return ModelBundle(model_name, model, PerStoreFeaturizer(x.shape[1]), platform.name, platform.spec_vector, {})
+
+
+def _accuracy(scores: np.ndarray, labels: np.ndarray) -> float:
+    return pairwise_accuracy(scores, labels, np.zeros(len(labels), dtype=np.int64))
+
+
+@pytest.mark.parametrize("adaptation", ["ft", "moa"])
+def test_online_adaptation_learns_the_task_and_leaves_other_tasks_alone(tasks, host_platform, adaptation):
+    x_a, lat_a, y_a = tasks["toy_a"]
+    x_b, _, _ = tasks["toy_b"]
+    bundle = _bundle("tenset_mlp", x_a, host_platform)
+    pretrained_b = predict(bundle.model, x_b)
+    adapter = make_adapter(adaptation, bundle, OnlineSettings(steps=30, lr=3e-3))
+    before = _accuracy(adapter.score("toy_a", x_a), y_a)
+    half = len(lat_a) // 2  # two measured batches, as MetaSchedule reports them
+    adapter.observe("toy_a", x_a[:half], lat_a[:half])
+    adapter.observe("toy_a", x_a[half:], lat_a[half:])
+    after = _accuracy(adapter.score("toy_a", x_a), y_a)
+    assert after > before + 0.1 and after > 0.8, (before, after)  # a sign flip in the update lowers it
+    # per-task state: toy_b was never measured, so it is still ranked by the pretrained weights
+    np.testing.assert_array_equal(adapter.score("toy_b", x_b), pretrained_b)
+    np.testing.assert_array_equal(predict(bundle.model, x_b), pretrained_b)  # the bundle itself is not trained
+    assert adapter.updates == {"toy_a": 2}
+
+
+def test_moa_siamese_follows_the_target_by_momentum(tasks, host_platform):
+    x_a, lat_a, _ = tasks["toy_a"]
+    bundle = _bundle("tenset_mlp", x_a, host_platform)
+    adapter = make_adapter("moa", bundle, OnlineSettings(steps=5, lr=1e-2, momentum=0.9))
+    start = copy.deepcopy(adapter.siamese.state_dict())
+    adapter.observe("toy_a", x_a, lat_a)
+    target = adapter.models["toy_a"].state_dict()
+    for key, s0 in start.items():
+        if s0.is_floating_point():
+            expected = 0.9 * s0 + 0.1 * target[key]
+            np.testing.assert_allclose(adapter.siamese.state_dict()[key].numpy(), expected.numpy(), rtol=1e-5,
+                                       atol=1e-6)
+    # the next update of the task starts from the Siamese weights, not from the target's last state
+    moved = {k: v.clone() for k, v in adapter.siamese.state_dict().items()}
+    adapter.settings = OnlineSettings(steps=0, momentum=0.9)
+    adapter.observe("toy_a", x_a[:2], lat_a[:2])
+    for key, value in adapter.models["toy_a"].state_dict().items():
+        np.testing.assert_array_equal(value.numpy(), moved[key].numpy())
+
+
+def test_pretrained_xgb_ranks_a_held_out_task_better_than_random_and_boost_adapts(tasks, host_platform, tmp_path):
+    (x_a, _, y_a), (x_c, _, y_c) = tasks["toy_a"], tasks["toy_c"]
+    x_b, lat_b, y_b = tasks["toy_b"]  # held out of the pretraining: the 16^3 and 24^3 matmuls train it
+    x_train = np.concatenate([x_a, x_c])
+    bundle = _bundle("xgb", x_train, host_platform)
+    bundle.model.hparams.update(rounds=30)
+    bundle.model.fit_ranker(x_train, np.concatenate([y_a, y_c]), np.repeat([0, 1], [len(y_a), len(y_c)]))
+    loaded = ModelBundle.load(bundle.save(tmp_path / "xgb"))  # the booster travels in the bundle
+    np.testing.assert_allclose(predict(loaded.model, x_b), predict(bundle.model, x_b))
+    held_out = _accuracy(predict(loaded.model, x_b), y_b)
+    rng = np.random.default_rng(0)
+    random_floor = np.mean([_accuracy(rng.random(len(y_b)), y_b) for _ in range(50)])
+    assert held_out > random_floor + 0.05, (held_out, random_floor)  # a sign flip gives ~1 - held_out
+
+    adapter = make_adapter("boost", loaded, OnlineSettings(boost_rounds=20))
+    pretrained = adapter.score("toy_b", x_b)
+    adapter.observe("toy_b", x_b, lat_b)
+    assert _accuracy(adapter.score("toy_b", x_b), y_b) > max(held_out, 0.9)
+    np.testing.assert_array_equal(predict(loaded.model, x_b), pretrained)  # the pretrained trees are kept
+    np.testing.assert_array_equal(adapter.score("toy_a", x_a), predict(loaded.model, x_a))
+
+
+def test_adaptations_refuse_models_they_cannot_train(tasks, host_platform):
+    x_a, _, _ = tasks["toy_a"]
+    with pytest.raises(ValueError, match="boost"):
+        make_adapter("moa", _bundle("xgb", x_a, host_platform))
+    with pytest.raises(ValueError, match="not a pretrained XGB"):
+        make_adapter("boost", _bundle("tenset_mlp", x_a, host_platform))
+    with pytest.raises(ValueError, match="known"):
+        make_adapter("nope", _bundle("tenset_mlp", x_a, host_platform))
+
+
+def test_cost_model_names_parse_and_fail_early():
+    from tcl.tvm.names import parse_cost_model
+
+    assert parse_cost_model("xgb").builtin
+    spec = parse_cost_model("pretrained_xgb+boost")
+    assert (spec.base, spec.registered, spec.adaptation) == ("pretrained_xgb", "xgb", "boost")
+    assert parse_cost_model("tcl").adaptation == "frozen"
+    for bad in ("tcl+warp", "xgb+moa", "+moa"):
+        with pytest.raises(ValueError, match="tune.cost_models"):
+            parse_cost_model(bad)
+
+
+def test_search_settings_reach_metaschedule(params, host_platform, tmp_path):
+    from tcl.tvm.tuning import SearchSettings, tune_contexts
+    from tcl.workloads import fuse_for_tuning, load_network
+
+    search = SearchSettings.from_params({"tune": {"search": {"population": 96, "eps_greedy": 0.25,
+                                                             "genetic_iters": 2}}})
+    net = load_network("tiny_cnn", params["workloads"])
+    contexts, _ = tune_contexts(fuse_for_tuning(net.relax_mod, host_platform.tvm_target()), host_platform,
+                                tmp_path, seed=0, search=search)
+    assert contexts
+    for ctx in contexts:
+        strategy = ctx.search_strategy
+        assert (strategy.population_size, strategy.genetic_num_iters) == (96, 2)
+        assert strategy.eps_greedy == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="tune.search"):
+        SearchSettings.from_params({"tune": {"search": {"populaton": 96}}})
