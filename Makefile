@@ -8,7 +8,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export DVC_NO_ANALYTICS := 1
 export DO_NOT_TRACK := 1
 
-.PHONY: setup run test
+.PHONY: setup run test collect
 
 setup: $(VENV)/.installed
 
@@ -28,6 +28,16 @@ $(VENV)/.installed: pyproject.toml
 # then repro measures only what the store lacks.
 run: setup
 	source $(BIN)/activate && dvc pull --allow-missing && dvc repro
+
+# Measure where you are (README "Growing the knowledge base"): this CPU's platforms, what the store lacks,
+# in the background (timings on collect.runner.cpus), committed and pushed every COLLECT_EVERY minutes.
+# A CPU without platforms stops at once with the params.yaml entries to add. COLLECT_ARGS=--no-git: no git commits.
+COLLECT_EVERY ?= 20
+collect: setup
+	@mkdir -p logs; log=logs/collect-$$(date -u +%Y%m%d-%H%M%S).log; \
+	source $(BIN)/activate && python -m tcl.collect.host \
+	&& { nohup setsid python -m flows.grow --every-min $(COLLECT_EVERY) $(COLLECT_ARGS) > $$log 2>&1 & \
+	     echo "make collect: started (pid $$!), log $$log; stop it with: kill -- -$$!"; }
 
 # tests/test_servers.py opens MLflow's UI in headless Chromium (Debian's package; CI runs this as root).
 test: setup

@@ -14,7 +14,7 @@ from tcl.data.card import dataset_card, write_card
 def dataset_card_flow(records: str = "data/records", retest: str = "data/retest", lock: str = "dvc.lock",
                       remote: str = "dvc-store") -> dict:
     """Count, range and test-retest figures of the dataset, as Markdown and DVC metrics."""
-    card = dataset_card(records, retest, lock, remote)
+    card = dataset_card(records, retest, lock, remote, repo_dir=".")
     write_card(card, "reports/dataset.md", "reports/dataset.json")
     get_run_logger().info("%d tasks, %d paired programs; platforms: %s; retest: %s", card["tasks"],
                           card["paired_programs"], {k: v["programs"] for k, v in card["platforms"].items()},

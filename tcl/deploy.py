@@ -7,9 +7,11 @@ so prefect.yaml is written from params.yaml:
     python -m tcl.deploy --check    # exit 1 when prefect.yaml is not what params.yaml gives
     prefect deploy --all            # register every deployment of prefect.yaml
 
-One `pipeline/<platform>` deployment per entry of `deploy.pipeline.pools` and one
-`tune/<platform>` per entry of `deploy.tune.pools`, each on its platform's work pool, so
-a process worker started on the machine that has the platform pulls its runs.
+One `pipeline/<platform>` deployment per entry of `deploy.pipeline.pools`, one
+`tune/<platform>` per entry of `deploy.tune.pools` and one `grow/<platform>` (make collect:
+the host's platforms measured where the knowledge base lacks them) per entry of
+`deploy.grow.pools`, each on its platform's work pool, so a process worker started on the
+machine that has the platform pulls its runs.
 """
 
 from __future__ import annotations
@@ -35,7 +37,11 @@ FLOWS = {
                  "description": "collect -> validate -> featurize -> sample -> train for {platform}"},
     "tune": {"entrypoint": "flows/tune.py:tune_flow",
              "description": "tune.network with each model of tune.cost_models on {platform} (the target)"},
+    "grow": {"entrypoint": "flows/grow.py:grow_flow",
+             "description": "make collect on the host of {platform}: what the knowledge base lacks on its "
+                            "platforms, committed and pushed every 20 minutes"},
 }
+OPTIONAL = {"grow"}  # sections a params.yaml may leave out
 PULL_STEP = "tcl.deploy.enter_checkout"
 CHECKOUT_ENV = "TCL_CHECKOUT"
 
@@ -71,6 +77,8 @@ def deployments(params: dict[str, Any]) -> list[dict[str, Any]]:
         raise ValueError(f"params.yaml: deploy.active: expected true or false, got {active!r}")
     out = []
     for kind, flow in FLOWS.items():
+        if kind in OPTIONAL and kind not in deploy:
+            continue
         cfg = _section(params, kind)
         _check_cron(f"deploy.{kind}.cron", cfg.get("cron"), timezone)
         pools = cfg.get("pools") or {}

@@ -75,3 +75,34 @@ def test_retest_correlation_is_one_for_the_same_ranking_and_lower_for_a_shuffled
     write_card(card, tmp / "r" / "dataset.md", tmp / "r" / "dataset.json")
     assert "abc.dir" in (tmp / "r" / "dataset.md").read_text()
     assert json.loads((tmp / "r" / "dataset.json").read_text())["retest"]["a"]["n"] == 5
+
+
+def test_repository_footprint_attributes_the_remote_and_clones_for_real(stores):
+    import subprocess
+
+    records, retest, tmp = stores
+    remote = tmp / "dvc-store" / "files" / "md5"
+    for md5, size in (("aa" + "1" * 30, 300), ("bb" + "2" * 30, 500), ("cc" + "3" * 30, 70)):
+        (remote / md5[:2]).mkdir(parents=True, exist_ok=True)
+        (remote / md5[:2] / md5[2:]).write_bytes(b"x" * size)
+    listing = [{"md5": "bb" + "2" * 30, "relpath": "platform=a/part.parquet"}]
+    (remote / "dd").mkdir()
+    (remote / "dd" / ("4" * 30 + ".dir")).write_text(json.dumps(listing))
+    (tmp / "dvc.lock").write_text(
+        "stages:\n  collect:\n    outs:\n    - path: data/records\n      md5: dd" + "4" * 30 + ".dir\n"
+        "  train@a:\n    outs:\n    - path: models/a\n      md5: aa" + "1" * 30 + "\n")
+    for cmd in (["init", "-q"], ["add", "dvc.lock", "dvc-store"],
+                ["-c", "user.email=t@e", "-c", "user.name=t", "commit", "-q", "-m", "x"]):
+        subprocess.run(["git", *cmd], cwd=tmp, check=True)
+    card = dataset_card(records.root, retest.root, tmp / "dvc.lock", tmp / "dvc-store", repo_dir=tmp)
+    repo = card["repository"]
+    listing_bytes = len(json.dumps(listing))
+    assert repo["remote_by_output"] == {"data/records": 500 + listing_bytes, "models": 300,
+                                        "(not in dvc.lock: earlier versions)": 70}
+    assert repo["remote_raw_bytes"] == 500 + listing_bytes and repo["remote_derived_bytes"] == 300
+    per = repo["bytes_per_10k_programs"]   # 20 records in 4 parts, no pools in this store
+    parts = [p for name in ("a", "b") for p in records.parts(name)]
+    assert per == {"records_per_platform": round(1e4 * sum(p.stat().st_size for p in parts) / 20), "pool": 0}
+    assert repo["git"]["pack_bytes"] > 0 and repo["git"]["clone_seconds"] > 0
+    assert repo["git"]["clone_bytes"] > 870   # the checked-out remote and the clone's .git
+    assert "## Repository" in render_markdown(card) and "| models | 0.00 |" in render_markdown(card)

@@ -35,12 +35,14 @@ def test_prefect_yaml_is_valid_for_prefect_and_follows_the_deploy_section(repo_p
     cfg = repo_params["deploy"]
     expected = {f"pipeline/{p}": pool for p, pool in cfg["pipeline"]["pools"].items()}
     expected |= {f"tune/{p}": pool for p, pool in cfg["tune"]["pools"].items()}
+    expected |= {f"grow/{p}": pool for p, pool in cfg["grow"]["pools"].items()}   # make collect on a schedule
     assert deployment_names(repo_params) == list(expected)
     assert doc.pull == [{"tcl.deploy.enter_checkout": {}}]
     for name, dep in zip(expected, doc.deployments):
         kind, platform = name.split("/")
         assert dep.name == platform and dep.work_pool.name == expected[name]
-        assert dep.entrypoint == {"pipeline": "flows/pipeline.py:pipeline_flow", "tune": "flows/tune.py:tune_flow"}[kind]
+        assert dep.entrypoint == {"pipeline": "flows/pipeline.py:pipeline_flow", "tune": "flows/tune.py:tune_flow",
+                                  "grow": "flows/grow.py:grow_flow"}[kind]
         assert dep.parameters == {"platform": platform, "params_path": "params.yaml"}
         (schedule,) = dep.schedules
         assert schedule.cron == cfg[kind]["cron"] and schedule.active is False and schedule.timezone == "UTC"

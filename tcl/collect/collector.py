@@ -30,7 +30,7 @@ from ..data.schema import make_record_id, records_to_table, summarize_times
 from ..data.store import RecordStore
 from ..platforms import Platform, get_platform, host_mismatch, require_device
 from .candidates import CandidateSource, trace_json
-from .catalog import task_catalog
+from .catalog import task_catalog, tier_pool_size
 from .measure import LocalMeasurer, make_measurer, pin_to_cpus
 from .remote import measure_mode, remote_board
 from .replay import replay_candidates
@@ -187,11 +187,14 @@ class LazyMeasurers:
 
 
 def collect_pools(params: dict[str, Any], store: RecordStore, progress: bool = True,
-                  measure: Callable[..., tuple[int, int]] = measure_task) -> list[CollectSummary]:
+                  measure: Callable[..., tuple[int, int]] = measure_task,
+                  on_task_done: Callable[[int, int], None] | None = None) -> list[CollectSummary]:
     """Collect every catalog task: the pool on `collect.source`, replayed on `collect.platforms`.
 
     `measure` (measure_task's signature) measures one task on one platform: the flow passes
-    measure_task wrapped as a Prefect task with retries."""
+    measure_task wrapped as a Prefect task with retries. `on_task_done(done, total)` is called
+    after each task is finished and compacted on every local platform, while the store holds
+    only whole files (the checkpoints of `tcl.collect.grow` commit and push the store then)."""
     cfg = params["collect"]
     source = get_platform(params, cfg["source"])
     platforms = [get_platform(params, name) for name in cfg["platforms"]]
@@ -221,27 +224,31 @@ def collect_pools(params: dict[str, Any], store: RecordStore, progress: bool = T
             catalog = catalog[: int(cfg["max_tasks"])]
         for p in others:  # every platform's partition describes the same tasks
             store.copy_catalog(source.name, p.name)
-        pool_size = int(cfg["pool_size"])
+        # Each tier's pool size (tier 1: extra_pool_size) is the `pool_size` its tasks are drawn with.
+        tier_cfg = {t: {**cfg, "pool_size": tier_pool_size(cfg, t)} for t in (0, 1)}
+        size_of = {c.task.key: tier_pool_size(cfg, c.tier) for c in catalog}
         measurers = LazyMeasurers(cfg)
         counts = {p.name: store.count_by_task(p.name) for p in [source, *others]}
-        had = {name: sum(min(n, pool_size) for n in c.values()) for name, c in counts.items()}
+        had = {name: sum(min(n, size_of.get(k, 0)) for k, n in c.items()) for name, c in counts.items()}
         now = {p.name: [0, 0] for p in [source, *others]}
         seed = int(params.get("seed", 0))
-        total = pool_size * len(catalog) * len(here)
+        total = sum(size_of.values()) * len(here)
         with tqdm(total=total, initial=sum(had[p.name] for p in here), unit="program", disable=not progress,
                   desc="collect", smoothing=0.05) as bar:
             for i, entry in enumerate(catalog):
-                task = entry.task
+                task, task_cfg = entry.task, tier_cfg[entry.tier]
                 bar.set_postfix_str(f"task {i + 1}/{len(catalog)} {task.network}:{task.name}")
-                pool = task_pool(store, task, source, cfg, seed)  # drawn even if no platform is measured here
+                pool = task_pool(store, task, source, task_cfg, seed)  # drawn even if no platform is measured here
                 for p in here:
                     if counts[p.name].get(task.key, 0) >= len(pool):
                         continue  # done (a pool can be smaller than pool_size: a small design space)
-                    m, f = measure(task, p, source, store, measurers.get(p), cfg, seed, bar.update)
+                    m, f = measure(task, p, source, store, measurers.get(p), task_cfg, seed, bar.update)
                     now[p.name][0] += m
                     now[p.name][1] += f
                 for p in here:
                     store.compact(p.name, task.key)
+                if on_task_done is not None:
+                    on_task_done(i + 1, len(catalog))
     return [CollectSummary(platform=name, tasks=len(catalog), measured_now=m, already_had=had[name],
                            failed_now=f, total_records=store.count(name), skipped=away.get(name, ""))
             for name, (m, f) in now.items()]

@@ -18,6 +18,7 @@ import pandas as pd
 import yaml
 
 from ..collect.catalog import base_network
+from .footprint import RAW_OUTPUTS, footprint
 from .store import RecordStore
 
 COLUMNS = ["record_id", "platform", "task_key", "program_id", "op_type", "network", "median_sec",
@@ -87,8 +88,8 @@ def _bytes(path: Path) -> int:
 
 
 def dataset_card(records_root: str | Path, retest_root: str | Path, lock_path: str | Path,
-                 remote_dir: str | Path | None = None) -> dict[str, Any]:
-    """Every figure of the card, as one JSON-able dict."""
+                 remote_dir: str | Path | None = None, repo_dir: str | Path | None = None) -> dict[str, Any]:
+    """Every figure of the card, as one JSON-able dict (`repo_dir`: add the repository's footprint)."""
     store = RecordStore(records_root)
     df = _frame(store)
     tasks = df.drop_duplicates("task_key")
@@ -130,6 +131,8 @@ def dataset_card(records_root: str | Path, retest_root: str | Path, lock_path: s
     if remote_dir is not None:
         card["bytes"]["dvc_remote"] = _bytes(Path(remote_dir))
     card["dvc_data_version"] = dvc_data_version(Path(lock_path))
+    if repo_dir is not None:
+        card["repository"] = footprint(records_root, lock_path, remote_dir, repo_dir)
     return card
 
 
@@ -167,7 +170,27 @@ def render_markdown(card: dict[str, Any]) -> str:
     b = card["bytes"]
     lines += ["", "## On disk", "", f"records {b['records'] / 1e6:.1f} MB, retest {b['retest'] / 1e6:.2f} MB"
               + (f", DVC remote {b['dvc_remote'] / 1e6:.1f} MB" if "dvc_remote" in b else "") + "."]
+    if "repository" in card:
+        lines += render_repository(card["repository"])
     return "\n".join(lines) + "\n"
+
+
+def render_repository(repo: dict[str, Any]) -> list[str]:
+    """The "Repository" section: clone size and time, the remote by output, growth per 10,000 programs."""
+    per, git = repo["bytes_per_10k_programs"], repo["git"]
+    lines = ["", "## Repository", ""]
+    if git:
+        lines.append(f"Packed git repository {git['pack_bytes'] / 1e6:.1f} MB; a fresh `git clone --no-local` "
+                     f"took {git.get('clone_seconds', float('nan')):.1f} s and is "
+                     f"{git.get('clone_bytes', 0) / 1e6:.1f} MB on disk (working tree + .git), before `dvc pull`.")
+    lines += ["", f"10,000 more programs add {per['records_per_platform'] / 1e6:.2f} MB of records per platform that "
+              f"measures them, plus {per['pool'] / 1e6:.2f} MB of pool once (shared by every platform).", "",
+              f"The DVC remote in the repository: {repo['remote_raw_bytes'] / 1e6:.1f} MB of measurements "
+              f"({', '.join(RAW_OUTPUTS)}: always pushed), {repo['remote_derived_bytes'] / 1e6:.1f} MB of derived "
+              "artifacts (recomputed by `make run` within its budget).", "",
+              "| output | MB in the remote |", "|---|---|"]
+    lines += [f"| {k} | {v / 1e6:.2f} |" for k, v in repo["remote_by_output"].items()]
+    return lines
 
 
 def flat_metrics(card: dict[str, Any]) -> dict[str, Any]:

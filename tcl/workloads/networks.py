@@ -2,7 +2,8 @@
 
 These are the networks of the TLP/TCL evaluations (ResNet-18/50, MobileNet-V2,
 ResNeXt-50 32x4d, BERT-tiny/base) and more families for training data (VGG-16,
-DenseNet-121, EfficientNet-B0, ViT-S/16, a GPT-2-style decoder). Only their operator graphs matter here: the
+DenseNet-121, EfficientNet-B0, ViT-S/16, a GPT-2-style decoder; families.py adds detection,
+segmentation, audio, video, LLM and recommendation models). Only their operator graphs matter here: the
 weights are random but deterministic, because tuning tasks depend on shapes, not values.
 Input sizes are parameters so the default pipeline stays small.
 """
@@ -18,7 +19,7 @@ from torch.nn import functional as F
 
 BERT_VOCAB = 1000  # small on purpose: the embedding table is a constant in the Relax module
 
-__all__ = ["NETWORKS", "BERT_VOCAB", "build_network", "is_image_network"]
+__all__ = ["NETWORKS", "BERT_VOCAB", "build_network", "input_kind", "is_image_network"]
 
 
 # --------------------------------------------------------------------------- CNN parts
@@ -403,27 +404,52 @@ NETWORKS: dict[str, Callable[[], nn.Module]] = {
 
 TOKEN_NETWORKS = ("bert_tiny", "bert_base", "gpt2")
 
+# The families of issue 28 (detection, segmentation, audio, video, LLM blocks, recommendation, ...)
+# live in families.py, which builds on the parts above: imported here, after them, to register them.
+from .families import FAMILIES, FAMILY_KINDS  # noqa: E402
+
+NETWORKS.update(FAMILIES)
+
+
+def input_kind(name: str) -> str:
+    """What the network takes (`inputs.SIZE_KEYS`): image, tokens, audio, video, decode or tabular."""
+    if name in TOKEN_NETWORKS:
+        return "tokens"
+    return FAMILY_KINDS.get(name, "image")
+
 
 def is_image_network(name: str) -> bool:
-    """Whether the network takes images (else token ids)."""
-    return name not in TOKEN_NETWORKS
+    """Whether the network takes images (else token ids or another input kind)."""
+    return input_kind(name) == "image"
 
 
-def build_network(name: str, *, batch: int, image_size: int, seq_len: int
+def build_network(name: str, *, batch: int, image_size: int = 32, seq_len: int = 16, size=None
                   ) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """The model in eval mode with seed-0 weights, and matching example inputs.
 
-    Images are (batch, 3, image_size, image_size) float32; BERT takes (batch, seq_len)
-    int64 token ids below BERT_VOCAB. The global torch RNG state is left untouched.
+    Images are (batch, 3, image_size, image_size) float32; token networks take (batch, seq_len)
+    int64 ids below BERT_VOCAB. `size`, when given, is the instance size in the network's own
+    kind (`inputs.py`: pixels, tokens, samples, `<frames>x<side>`, cache length, rows) and
+    replaces image_size/seq_len. The global torch RNG state is left untouched.
     """
+    from .inputs import parse_size
+
     if name not in NETWORKS:
         raise ValueError(f"unknown network '{name}'; known networks: {sorted(NETWORKS)}")
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
+    kind = input_kind(name)
+    if size is not None:
+        size = parse_size(kind, size)
+        image_size = seq_len = size
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = NETWORKS[name]().eval()
-        if is_image_network(name):
+        if hasattr(model, "example_inputs"):  # a family network: its inputs follow from one size
+            if size is None and kind not in ("image", "tokens"):
+                raise ValueError(f"network '{name}' takes {kind} inputs: give its size (size=...)")
+            inputs = model.example_inputs(batch, image_size if kind == "image" else size if size else seq_len)
+        elif kind == "image":
             if image_size < 1:
                 raise ValueError(f"image_size must be >= 1, got {image_size}")
             inputs = (torch.randn(batch, 3, image_size, image_size),)

@@ -21,6 +21,7 @@ __all__ = ["OP_TYPES", "Task", "classify_op_type", "extract_tasks", "task_from_e
 OP_TYPES = (
     "conv2d", "depthwise_conv2d", "group_conv2d", "dense", "pool",
     "softmax", "layer_norm", "reduction", "elementwise", "other",
+    "conv1d", "conv3d", "conv2d_transpose",
 )
 
 _NORM_NAMES = ("layer_norm", "rms_norm", "group_norm", "instance_norm", "batch_norm")
@@ -55,7 +56,8 @@ def classify_op_type(task_name: str, mod: "tvm.IRModule") -> str:
     """Operator type of a task, one of OP_TYPES.
 
     The anchor block (the reduction block with the most FLOPs, as MetaSchedule uses it)
-    names the compute: `conv2d_nchw`, `group_conv2d_nchw`, `matmul`, `pool_max`, ...
+    names the compute: `conv2d_nchw`, `group_conv2d_nchw`, `conv1d_ncw`, `conv3d_ncdhw`, `matmul`,
+    `pool_max`, ... (a transposed conv's anchor is `compute`: its task name says what it is).
     A grouped conv whose groups see one input channel each is depthwise. Fused tasks
     without a reduction are elementwise (TVM's elementwise/broadcast/injective patterns);
     `layer_norm` stands for any normalization op that stays a task of its own.
@@ -67,6 +69,10 @@ def classify_op_type(task_name: str, mod: "tvm.IRModule") -> str:
     anchor = find_anchor_sblock(mod)
     anchor_name = anchor.name_hint.lower() if anchor is not None else ""
     both = f"{name} {anchor_name}"
+    if "conv2d_transpose" in both:  # TOPI names its anchor block just `compute`
+        return "conv2d_transpose"
+    if "conv1d" in both or "conv3d" in both:
+        return "conv1d" if "conv1d" in both else "conv3d"
     if "depthwise" in both:
         return "depthwise_conv2d"
     if "conv" in anchor_name or (anchor is None and "conv2d" in name):
@@ -111,17 +117,19 @@ def task_from_extracted(network: str, extracted: Any) -> Task:
 
 
 def extract_tasks(network: str, target: "tvm.target.Target", *, batch: int = 1,
-                  image_size: int = 32, seq_len: int = 16) -> list[Task]:
+                  image_size: int = 32, seq_len: int = 16, size=None) -> list[Task]:
     """All tuning tasks of a registered network on `target`, heaviest (weight x FLOPs) first.
 
-    Ties are broken by task name then key, so the order is the same on every run.
+    `size`, when given, is the instance size in the network's input kind (see `inputs.py`) and
+    replaces image_size/seq_len. Ties are broken by task name then key, so the order is the same
+    on every run.
     """
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
     if not isinstance(target, tvm.target.Target):
         target = tvm.target.Target(target)
-    model, inputs = build_network(network, batch=batch, image_size=image_size, seq_len=seq_len)
+    model, inputs = build_network(network, batch=batch, image_size=image_size, seq_len=seq_len, size=size)
     mod = fuse_for_tuning(to_relax(model, inputs), target)
     extracted = ms.relax_integration.extract_tasks(mod, target)
     if not extracted:
