@@ -117,6 +117,11 @@ def deployment_names(params: dict[str, Any]) -> list[str]:
     return [f"{flow_of[d['entrypoint']]}/{d['name']}" for d in deployments(params)]
 
 
+def work_pools(params: dict[str, Any]) -> list[str]:
+    """Every work pool a deployment of prefect.yaml names (each must exist before `prefect deploy --all`)."""
+    return sorted({d["work_pool"]["name"] for d in deployments(params)})
+
+
 def enter_checkout() -> dict[str, str]:
     """Prefect pull step: run the flow in a TCL checkout, where params.yaml and data/ are.
 
@@ -138,8 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--out", default="prefect.yaml")
     ap.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 when they differ")
+    ap.add_argument("--pools", action="store_true", help="print the work pools the deployments need, one a line")
     args = ap.parse_args(argv)
     params = load_params(args.params)
+    if args.pools:
+        print("\n".join(work_pools(params)))
+        return 0
     text = prefect_yaml(params)
     out = Path(args.out)
     if args.check:

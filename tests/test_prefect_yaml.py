@@ -118,3 +118,13 @@ def test_the_pull_step_enters_the_checkout_or_names_what_is_missing(tmp_path, mo
         enter_checkout()
     (checkout / "params.yaml").write_text("seed: 0\n")
     assert enter_checkout() == {"directory": str(checkout)} and os.getcwd() == str(checkout)
+
+
+def test_pools_lists_every_work_pool_the_deployments_name(repo_params, capsys):
+    """README's `for pool in $(python -m tcl.deploy --pools)`: every pool `prefect deploy --all` needs."""
+    cfg = repo_params["deploy"]
+    assert main(["--pools"]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == sorted({*cfg["pipeline"]["pools"].values(), *cfg["tune"]["pools"].values(),
+                              *cfg["grow"]["pools"].values()})
+    assert set(printed) == {d["work_pool"]["name"] for d in deployments(repo_params)}
