@@ -75,8 +75,9 @@ def summarize(tables: dict[int, list[dict[str, Any]]], baseline: str) -> list[di
         for key in FIGURES:
             entry[key] = _mean_std([r[key] for r in rows])
         for key in (f"trials_to_{baseline}_final", f"seconds_to_{baseline}_final",
-                    f"{baseline}_trials_to_match", f"{baseline}_seconds_to_match"):
-            entry[key] = _mean_std([r[key] for r in rows])
+                    f"{baseline}_trials_to_match", f"{baseline}_seconds_to_match",
+                    f"trial_factor_vs_{baseline}", f"time_factor_vs_{baseline}"):
+            entry[key] = _mean_std([r.get(key) for r in rows])  # rows of older reports lack the factors
         entry[f"{baseline}_matched"] = sum(r[f"{baseline}_trials_to_match"] is not None for r in rows)
         entry[f"reached_{baseline}_final"] = sum(r[f"trials_to_{baseline}_final"] is not None for r in rows)
         entry["trials"] = rows[0]["trials"]
@@ -124,6 +125,7 @@ def seed_table(done: dict[str, tuple[dict[str, Any], list]], models: list[str], 
 
     base_curve = [CurvePoint(t, sec, ms) for t, sec, ms in done[baseline][1]]
     target = final(base_curve)
+    base_reach = first_reaching(base_curve, target)  # when the baseline itself got there
     rows = []
     for model in models:
         row, points = done[model]
@@ -134,7 +136,10 @@ def seed_table(done: dict[str, tuple[dict[str, Any], list]], models: list[str], 
         rows.append({**row, f"trials_to_{baseline}_final": reach.trial if reach else None,
                      f"seconds_to_{baseline}_final": round(reach.seconds, 1) if reach else None,
                      f"{baseline}_trials_to_match": match.trial if match else None,
-                     f"{baseline}_seconds_to_match": round(match.seconds, 1) if match else None})
+                     f"{baseline}_seconds_to_match": round(match.seconds, 1) if match else None,
+                     # the goal's factors: how many times fewer trials / less time than the baseline took
+                     f"trial_factor_vs_{baseline}": base_reach.trial / reach.trial if reach else None,
+                     f"time_factor_vs_{baseline}": base_reach.seconds / reach.seconds if reach else None})
     return rows
 
 
@@ -234,6 +239,9 @@ def plot_network(curves: dict[int, dict[str, list]], path: Path, title: str) -> 
     return path
 
 
+_NONE = {"mean": None}
+
+
 def _fmt(stat: dict[str, Any], digits: int = 3) -> str:
     if stat["mean"] is None:
         return "-"
@@ -244,7 +252,8 @@ def render(summary: dict[str, list[dict[str, Any]]], baseline: str, seeds: dict[
            budgets: dict[str, int], retimed: bool = False) -> str:
     """The table; `seeds` per network, since a network's seed counts only once all its models are tuned."""
     head = ["network", "cost model", "trials", f"trials to {baseline} final", f"seconds to {baseline} final",
-            f"seeds reaching {baseline}", f"{baseline} trials to match", f"{baseline} seconds to match",
+            f"seeds reaching {baseline}", f"x fewer trials than {baseline}", f"x less time than {baseline}",
+            f"{baseline} trials to match", f"{baseline} seconds to match",
             "final est. ms", "tuned ms", "x reference", "cost-model share"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for network, rows in summary.items():
@@ -253,6 +262,7 @@ def render(summary: dict[str, list[dict[str, Any]]], baseline: str, seeds: dict[
             lines.append("| " + " | ".join([
                 network, r["cost_model"], str(r["trials"]), _fmt(r[f"trials_to_{baseline}_final"]),
                 _fmt(r[f"seconds_to_{baseline}_final"]), f"{r[f'reached_{baseline}_final']}/{r['seeds']}",
+                _fmt(r.get(f"trial_factor_vs_{baseline}", _NONE)), _fmt(r.get(f"time_factor_vs_{baseline}", _NONE)),
                 f"{_fmt(r[f'{baseline}_trials_to_match'])} ({matched})",
                 f"{_fmt(r[f'{baseline}_seconds_to_match'])} ({matched})",
                 _fmt(r["final_est_ms"]), _fmt(r["tuned_ms"]), _fmt(r["speedup_vs_reference"]),
@@ -262,7 +272,9 @@ def render(summary: dict[str, list[dict[str, Any]]], baseline: str, seeds: dict[
     notes = [f"trial budgets: {budget_text}; seeds: {seed_text}; mean +- sample std over seeds.",
              f"'to {baseline} final': this model's trials/seconds to reach {baseline}'s final estimate of the same "
              f"seed, over the seeds that reached it; '{baseline} to match': {baseline}'s trials/seconds to reach this "
-             f"model's final estimate, over the seeds where it did (in brackets).",
+             f"model's final estimate, over the seeds where it did (in brackets). 'x fewer trials' / 'x less "
+             f"time': {baseline}'s trials / seconds to its own final estimate over this model's, over the seeds "
+             "that reached it (the goal is >= 3; the long-term goal 10).",
              "A network's estimate exists once every task has a measurement: the scheduler's first round gives "
              "each task one batch, so no curve starts before tasks x per-iter trials."]
     if retimed:

@@ -93,6 +93,9 @@ def test_seed_table_measures_every_model_against_this_seeds_baseline_curve(bench
     assert (rows["xgb"]["trials_to_xgb_final"], rows["xgb"]["seconds_to_xgb_final"]) == (24, 3.0)
     assert (rows["tcl"]["trials_to_xgb_final"], rows["tcl"]["seconds_to_xgb_final"]) == (16, 3.0)
     assert rows["random"]["trials_to_xgb_final"] is None and rows["random"]["seconds_to_xgb_final"] is None
+    # the goal's factors: xgb took 24 trials / 3.0 s to its final, tcl 16 trials / 3.0 s
+    assert (rows["tcl"]["trial_factor_vs_xgb"], rows["tcl"]["time_factor_vs_xgb"]) == (1.5, 1.0)
+    assert rows["xgb"]["trial_factor_vs_xgb"] == 1.0 and rows["random"]["trial_factor_vs_xgb"] is None
     # the other way round: xgb reaches random's final (2.05) at 24 trials, never tcl's (1.8)
     assert (rows["random"]["xgb_trials_to_match"], rows["random"]["xgb_seconds_to_match"]) == (24, 3.0)
     assert rows["tcl"]["xgb_trials_to_match"] is None and rows["xgb"]["xgb_trials_to_match"] == 24

@@ -294,6 +294,7 @@ class PerStoreFeaturizer:
     """
 
     input_kind = "per_store"
+    lowers_programs = True  # each candidate is lowered to extract it: worth caching (tcl.tvm.cost_model)
 
     def __init__(self, max_stores: int = 1):
         self.max_stores = int(max_stores)

@@ -106,11 +106,15 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
         metrics.update({"train_seconds": seconds, "seconds_per_epoch": seconds / max(trained_epochs, 1),
                         "param_count": model.param_count(), "size_mb": size_on_disk(model) / 1e6})
         tracking.log_metrics({k: v for k, v in metrics.items() if np.isfinite(v)})
+        # the evidence behind the held-out score, which model selection for an unknown CPU weighs (tcl.tvm.select)
+        floor = random_scorer_metrics(test, ks=(1,)) if len(test["x"]) else {}
+        evidence = {"random_test_top1": floor.get("top1_ratio_of_sums", float("nan")),
+                    "test_tasks": len(set(test["task_key"].tolist())), "train_rows": len(train["x"])}
         bundle = ModelBundle(model_name=model_name, model=model, featurizer=featurizer, platform=platform.name,
                              spec_vector=platform.spec_vector, meta={"train_rows": int(len(train["x"]))})
         bundle_dir = bundle.save(Path(out_dir) / model_name)
         metrics.update(_register(bundle, bundle_dir, model_name, platform, params, features_dir, data_version,
-                                 train["x"][:4], metrics))
+                                 train["x"][:4], {**metrics, **evidence}))
     ckpt.unlink(missing_ok=True)
     return metrics
 
@@ -140,7 +144,10 @@ def _register(bundle: ModelBundle, bundle_dir: Path, model_name: str, platform: 
     scores = {"val_top1": metrics.get("val_top1_ratio_of_sums", float("nan"))}
     if "test_top1_ratio_of_sums" in metrics:
         scores["test_top1"] = metrics["test_top1_ratio_of_sums"]
+    if np.isfinite(metrics.get("random_test_top1", float("nan"))):
+        scores["random_test_top1"] = metrics["random_test_top1"]
     tags = {"platform": platform.name, "model": model_name,
+            "eval.test_tasks": str(metrics.get("test_tasks", 0)), "train_rows": str(metrics.get("train_rows", 0)),
             **tracking.version_tags(params, data_version, scores)}
     version = tracking.registry.log_version(bundle, bundle_dir, name, example, tags)
     decision = promote(name, version, ValidationInputs(platform.name, params, features_dir))

@@ -48,6 +48,7 @@ def comparison_table(runs: list[ModelRun], baseline: str) -> list[dict[str, Any]
             f"trials_to_{baseline}_final": reach.trial if reach else None,
             f"seconds_to_{baseline}_final": round(reach.seconds, 1) if reach else None,
             "cost_model_share": round(run.result.cost_model_share, 4),
+            "feature_cache_hit_rate": run.result.feature_cache_hit_rate,
             "tuned_ms": run.e2e.tvm_latency_ms,
             "reference": run.e2e.reference,
             "reference_ms": run.e2e.reference_latency_ms,

@@ -22,6 +22,7 @@ from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from ..train.bundle import ModelBundle
 from .online import OnlineSettings, make_adapter
+from .online.base import concat_rows
 
 
 def load_bundle(uri: str) -> ModelBundle:
@@ -31,6 +32,48 @@ def load_bundle(uri: str) -> ModelBundle:
 
         return load_registered(uri)
     return ModelBundle.load(uri)
+
+
+class FeatureCache:
+    """Model inputs of candidates already featurized in this tuning run, by task and program.
+
+    The evolutionary search scores its population several times per batch and keeps the
+    best candidates from one generation to the next, so the same programs come back. For
+    featurizers that lower each program (TVM's PerStoreFeature: milliseconds a candidate)
+    the structural hash of the scheduled program is far cheaper than featurizing it again;
+    featurizers that read only the trace (our tokenizer) are not cached.
+    """
+
+    MAX_ENTRIES = 50_000  # ~5 KB each: a full cache is cleared rather than grown
+
+    def __init__(self, bundle: ModelBundle, spec_vector):
+        self.bundle, self.spec_vector = bundle, spec_vector
+        self.enabled = bool(getattr(bundle.featurizer, "lowers_programs", False))
+        self.rows: dict[tuple[str, str], np.ndarray] = {}
+        self.hits = self.misses = 0
+
+    def of(self, context, candidates) -> np.ndarray:
+        """The model's input for `candidates` of `context`'s task, featurizing only the ones not seen yet."""
+        if not self.enabled:
+            return self.bundle.featurize_candidates(context, candidates, self.spec_vector)
+        from tvm.s_tir.meta_schedule.utils import shash2hex
+
+        if len(self.rows) > self.MAX_ENTRIES:
+            self.rows.clear()
+        task = str(context.task_name)
+        keys = [(task, shash2hex(c.sch.mod)) for c in candidates]
+        todo = list({k: i for i, k in enumerate(keys) if k not in self.rows}.values())
+        if todo:
+            x = self.bundle.featurize_candidates(context, [candidates[i] for i in todo], self.spec_vector)
+            for row, i in zip(x, todo):
+                self.rows[keys[i]] = row
+        self.misses += len(todo)
+        self.hits += len(keys) - len(todo)
+        return concat_rows([self.rows[k][None] for k in keys])
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / max(self.hits + self.misses, 1)
 
 
 @derived_object
@@ -46,10 +89,12 @@ class LearnedCostModel(PyCostModel):
         self.bundle = bundle
         self.spec_vector = list(spec_vector) if spec_vector is not None else bundle.spec_vector
         self.adapter = make_adapter(adaptation, bundle, settings)
+        self.features = FeatureCache(bundle, self.spec_vector)
 
     def load(self, path: str) -> None:
         self.bundle = ModelBundle.load(path)
         self.adapter = make_adapter(self.adapter.name, self.bundle, self.adapter.settings)
+        self.features = FeatureCache(self.bundle, self.spec_vector)
 
     def save(self, path: str) -> None:
         self.bundle.save(path)
@@ -57,7 +102,7 @@ class LearnedCostModel(PyCostModel):
     def predict(self, context, candidates) -> np.ndarray:
         if not candidates:
             return np.zeros(0, dtype="float64")
-        x = self.bundle.featurize_candidates(context, candidates, self.spec_vector)
+        x = self.features.of(context, candidates)
         scores = self.adapter.score(str(context.task_name), x)
         return np.logaddexp(0.0, scores).astype("float64")
 
@@ -67,7 +112,7 @@ class LearnedCostModel(PyCostModel):
         done = [(c, r) for c, r in zip(candidates, results) if r.error_msg is None and r.run_secs]
         if not done:
             return
-        x = self.bundle.featurize_candidates(context, [c for c, _ in done], self.spec_vector)
+        x = self.features.of(context, [c for c, _ in done])
         latencies = np.asarray([np.mean([float(s) for s in r.run_secs]) for _, r in done])
         self.adapter.observe(str(context.task_name), x, latencies)
 

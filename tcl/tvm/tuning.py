@@ -32,6 +32,7 @@ class TuningResult:
     wall_seconds: float
     cost_model_seconds: float
     curve: list = field(default_factory=list)  # CurvePoint per measured batch
+    feature_cache_hit_rate: float | None = None  # share of scored candidates whose features were cached
     database: Any = None
     work_dir: str = ""
 
@@ -157,4 +158,5 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     return TuningResult(network=network, platform=platform.name, cost_model=cost_model_name,
                         trials=curve.trials, trial_budget=trials, tasks=len(contexts), wall_seconds=wall,
                         cost_model_seconds=timed.seconds, curve=curve.points, database=database,
-                        work_dir=str(work_dir))
+                        work_dir=str(work_dir), feature_cache_hit_rate=getattr(
+                            getattr(cost_model, "features", None), "hit_rate", None))
