@@ -161,3 +161,17 @@ def test_the_champion_loads_as_a_tvm_cost_model_with_the_saved_weights(products,
     x = np.random.default_rng(0).random((5, ROWS + 1, COLS), dtype=np.float32)
     assert np.allclose(predict(model.bundle.model, x), predict(saved.model, x))
     assert not any(math.isnan(v) for v in predict(model.bundle.model, x))
+
+
+def test_lock_ignores_entries_of_stages_no_longer_defined(tmp_path):
+    """dvc.lock keeps `train@b` after b leaves train.platforms; the registry must not look for its reports."""
+    from tcl.records.lock import Lock
+
+    (tmp_path / "dvc.yaml").write_text("stages:\n  train:\n    foreach: ${train.platforms}\n    do:\n"
+                                       "      cmd: echo ${item}\n  register:\n    cmd: echo\n")
+    (tmp_path / "params.yaml").write_text("train:\n  platforms: [a]\n")
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages:\n  train@a:\n    cmd: echo a\n  train@b:\n"
+                                       "    cmd: echo b\n  register:\n    cmd: echo\n  gone:\n    cmd: echo\n")
+    lock = Lock(tmp_path)
+    assert lock.instances("train") == ["a"]
+    assert lock.has("register") and not lock.has("gone")

@@ -19,7 +19,10 @@ class Lock:
         if not self.path.exists():
             raise FileNotFoundError(f"{self.path}: no dvc.lock, so nothing the pipeline produced is recorded "
                                     "(run `dvc repro` first, or `dvc pull` in a clone)")
-        self.stages: dict[str, Any] = (yaml.safe_load(self.path.read_text()) or {}).get("stages") or {}
+        locked = (yaml.safe_load(self.path.read_text()) or {}).get("stages") or {}
+        defined = defined_stages(self.root)
+        # dvc.lock keeps entries of stages no longer defined (a platform dropped from a foreach list)
+        self.stages: dict[str, Any] = {k: v for k, v in locked.items() if defined is None or k in defined}
 
     def stage(self, name: str) -> dict[str, Any]:
         if name not in self.stages:
@@ -74,3 +77,26 @@ class Lock:
             return "unknown"
         lines = done.stdout.split()
         return lines[0] if done.returncode == 0 and lines else "unknown"
+
+
+def defined_stages(root: Path) -> set[str] | None:
+    """Names of the stages dvc.yaml defines now, foreach items resolved from params.yaml
+    (`train@zen4-avx2-1c`); None when there is no dvc.yaml to read."""
+    dvc_yaml, params_yaml = root / "dvc.yaml", root / "params.yaml"
+    if not dvc_yaml.exists():
+        return None
+    stages = (yaml.safe_load(dvc_yaml.read_text()) or {}).get("stages") or {}
+    params = (yaml.safe_load(params_yaml.read_text()) or {}) if params_yaml.exists() else {}
+    names: set[str] = set()
+    for name, body in stages.items():
+        items = (body or {}).get("foreach")
+        if items is None:
+            names.add(name)
+            continue
+        if isinstance(items, str) and items.startswith("${") and items.endswith("}"):
+            value: Any = params
+            for key in items[2:-1].split("."):
+                value = (value or {}).get(key) if isinstance(value, dict) else None
+            items = value
+        names.update(f"{name}@{item}" for item in (items or []))
+    return names
