@@ -161,6 +161,7 @@ def test_tenset_mlp_bundle_is_a_metaschedule_cost_model_that_sees_its_training_f
     assert (cost_model.features.hits, cost_model.features.misses) == (0, len(cands))
     np.testing.assert_array_equal(cost_model.predict(ctx, cands[::-1]), scores[::-1])
     assert (cost_model.features.hits, cost_model.features.misses) == (len(cands), len(cands))
+    assert cost_model.features.hit_rate == 0.5
     assert scores.dtype == np.float64 and (scores >= 0).all() and len(set(np.round(scores, 9))) > 1
     results = [ms.runner.RunnerResult(run_secs=[float(1 + i)], error_msg=None) for i in range(len(cands))]
     cost_model.update(ctx, cands, results)  # online fine-tuning on per-store rows of any width

@@ -181,8 +181,8 @@ def _checkout(root: Path) -> Path:
     checkout = root / "checkout"
     shutil.copytree(REPO / "flows", checkout / "flows", ignore=shutil.ignore_patterns("__pycache__"))
     params = _merge(copy.deepcopy(yaml.safe_load((REPO / "params.yaml").read_text())), TINY)
-    params["deploy"]["pipeline"]["pools"] = {P: POOL}
-    params["deploy"]["tune"]["pools"] = {P: POOL}
+    for kind in ("pipeline", "tune", "grow"):  # every flow deploy writes, so no pool is left to the repo's params
+        params["deploy"][kind]["pools"] = {P: POOL}
     (checkout / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     return checkout
 
@@ -228,7 +228,7 @@ def test_pipeline_deployment_runs_on_a_process_worker(prefect_server, mlflow_ser
     api, env = prefect_server
     checkout = _checkout(tmp_path)
     written = _run([sys.executable, "-m", "tcl.deploy"], env, cwd=checkout)
-    assert f"pipeline/{P}, tune/{P}" in written
+    assert all(f"{flow}/{P}" in written for flow in ("pipeline", "tune", "grow")), written
     _run([str(BIN / "prefect"), "work-pool", "create", POOL, "--type", "process"], env)
     out = _run([str(BIN / "prefect"), "--no-prompt", "deploy", "--all"], env, cwd=checkout, timeout=900)
     assert f"pipeline/{P}" in out and f"tune/{P}" in out
@@ -240,6 +240,7 @@ def test_pipeline_deployment_runs_on_a_process_worker(prefect_server, mlflow_ser
     (schedule,) = deployment["schedules"]
     assert schedule["schedule"]["cron"] == "0 2 * * *" and schedule["active"] is False  # created paused
     assert _api(api, "GET", f"/deployments/name/tune/{P}")["work_pool_name"] == POOL
+    assert _api(api, "GET", f"/deployments/name/grow/{P}")["work_pool_name"] == POOL
 
     # The worker starts elsewhere: the deployment's pull step takes each run into the checkout.
     worker_env = dict(env, TCL_CHECKOUT=str(checkout), MLFLOW_TRACKING_URI=mlflow_server)

@@ -86,10 +86,15 @@ class XGBPerStore(SizedModel):
         return torch.from_numpy(np.asarray(scores, dtype=np.float32))
 
     def param_count(self, trainable_only: bool = False) -> int:
-        """Tree nodes: the closest thing trees have to a parameter count."""
-        if self.booster is None:
-            return 0
-        return sum(sum(1 for line in tree.splitlines() if line.strip()) for tree in self.booster.get_dump())
+        return tree_nodes(self.booster)
+
+
+def tree_nodes(booster) -> int:
+    """Tree nodes (splits + leaves) of a booster, 0 before training: the closest thing trees have to a
+    parameter count."""
+    if booster is None:
+        return 0
+    return sum(sum(1 for line in tree.splitlines() if line.strip()) for tree in booster.get_dump())
 
 
 def summed(x: np.ndarray) -> np.ndarray:

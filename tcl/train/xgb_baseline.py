@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from ..models.xgb_model import tree_nodes
+
 
 @dataclass
 class XGBConfig:
@@ -68,7 +70,4 @@ class XGBRanker:
         return len(self.booster.save_raw(raw_format="ubj")) if self.booster is not None else 0
 
     def n_nodes(self) -> int:
-        """Tree nodes (splits + leaves): the closest thing trees have to a parameter count."""
-        if self.booster is None:
-            return 0
-        return sum(sum(1 for line in tree.splitlines() if line.strip()) for tree in self.booster.get_dump())
+        return tree_nodes(self.booster)

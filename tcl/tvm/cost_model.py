@@ -72,8 +72,9 @@ class FeatureCache:
         return concat_rows([self.rows[k][None] for k in keys])
 
     @property
-    def hit_rate(self) -> float:
-        return self.hits / max(self.hits + self.misses, 1)
+    def hit_rate(self) -> float | None:
+        """None where nothing is cached (a featurizer that reads only the trace): not a 0% hit rate."""
+        return self.hits / max(self.hits + self.misses, 1) if self.enabled else None
 
 
 @derived_object
