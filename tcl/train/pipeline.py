@@ -1,7 +1,10 @@
 """Train the configured cost models for one platform, one MLflow run each.
 
 The metrics JSON also carries a random scorer's held-out top-k (`random`, the floor)
-and the validation/test task counts.
+and the validation/test task counts. Held-out figures come from tcl.train.evaluate: eq. 12,
+the mean per network and per task, each with a bootstrap CI over tasks (`*_ci_low`,
+`*_ci_high`; params `train.eval`), each model's `per_task_top1` and `per_network_top1`,
+and the test split's composition (`random.test_composition`).
 
 Each run logs params, per-epoch training loss and validation top-1, the held-out
 (test) ranking metrics, and the bundle (weights + featurizer + platform specs) as a
@@ -34,9 +37,9 @@ from ..features.dataset import load_split
 from ..models import build_model, size_on_disk
 from .. import tracking
 from ..platforms import Platform
-from ..sampling.offline import restrict_to_sample
 from .bundle import ModelBundle
-from .evaluate import random_scorer_metrics, ranking_metrics
+from ..sampling.offline import restrict_to_sample
+from .evaluate import EvalSettings, composition, per_network, per_task, random_scorer_metrics, ranking_metrics
 from .inputs import model_inputs
 from .loop import TrainConfig, fit, predict
 from .promotion import ValidationInputs, promote
@@ -66,6 +69,7 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
     if sample_path is not None:
         train = restrict_to_sample(train, sample_path)
     data_version = dvc_data_version(Path("dvc.lock"))
+    settings = EvalSettings.from_params(params)
     rows, cols = featurizer.feature_shape
     model = build_model(model_name, feat_dim=cols, seq_len=rows, seed=tcfg.seed, **hparams)
     with tracking.run(params, f"train-{model_name}-{platform.name}",
@@ -80,7 +84,7 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
 
         def log_validation(epoch: int) -> None:
             if len(val["x"]):
-                m = ranking_metrics(val, predict(model, val["x"]), ks=(1,))
+                m = ranking_metrics(val, predict(model, val["x"]), ks=(1,), settings=settings)
                 tracking.log_metric("val_top1", m["top1_ratio_of_sums"], step=epoch)
                 tracking.log_metric("val_pairwise_accuracy", m["pairwise_accuracy"], step=epoch)
 
@@ -100,14 +104,16 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
             log_validation(0)
             trained_epochs = 1
         seconds = time.perf_counter() - start
-        metrics = {f"test_{k}": v for k, v in ranking_metrics(test, predict(model, test["x"])).items()}
-        val_metrics = ranking_metrics(val, predict(model, val["x"]), ks=(1,)) if len(val["x"]) else {}
+        test_scores = predict(model, test["x"])
+        metrics = {f"test_{k}": v for k, v in ranking_metrics(test, test_scores, settings=settings).items()}
+        val_metrics = (ranking_metrics(val, predict(model, val["x"]), ks=(1,), settings=settings)
+                       if len(val["x"]) else {})
         metrics.update({f"val_{k}": v for k, v in val_metrics.items()})
         metrics.update({"train_seconds": seconds, "seconds_per_epoch": seconds / max(trained_epochs, 1),
                         "param_count": model.param_count(), "size_mb": size_on_disk(model) / 1e6})
         tracking.log_metrics({k: v for k, v in metrics.items() if np.isfinite(v)})
         # the evidence behind the held-out score, which model selection for an unknown CPU weighs (tcl.tvm.select)
-        floor = random_scorer_metrics(test, ks=(1,)) if len(test["x"]) else {}
+        floor = random_scorer_metrics(test, ks=(1,), settings=settings) if len(test["x"]) else {}
         evidence = {"random_test_top1": floor.get("top1_ratio_of_sums", float("nan")),
                     "test_tasks": len(set(test["task_key"].tolist())), "train_rows": len(train["x"])}
         bundle = ModelBundle(model_name=model_name, model=model, featurizer=featurizer, platform=platform.name,
@@ -115,6 +121,8 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
         bundle_dir = bundle.save(Path(out_dir) / model_name)
         metrics.update(_register(bundle, bundle_dir, model_name, platform, params, features_dir, data_version,
                                  train["x"][:4], {**metrics, **evidence}))
+    if len(test["x"]):
+        metrics.update(per_task_top1=per_task(test, test_scores), per_network_top1=per_network(test, test_scores))
     ckpt.unlink(missing_ok=True)
     return metrics
 
@@ -162,9 +170,11 @@ def train_platform(platform: Platform, params: dict[str, Any], features_dir: str
     results = {name: train_one(name, platform, params, features_dir, out_dir, sample_path)
                for name in params["train"]["models"]}
     split = {s: load_split(features_dir, s) for s in ("validation", "test")}
-    results["random"] = {**{f"test_{k}": v for k, v in random_scorer_metrics(split["test"]).items()},
+    floor = random_scorer_metrics(split["test"], settings=EvalSettings.from_params(params))
+    results["random"] = {**{f"test_{k}": v for k, v in floor.items()},
                          "validation_tasks": int(len(set(split["validation"]["task_key"]))),
-                         "test_tasks": int(len(set(split["test"]["task_key"])))}
+                         "test_tasks": int(len(set(split["test"]["task_key"]))),
+                         "test_composition": composition(split["test"])}
     Path(metrics_path).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(Path(metrics_path), json.dumps(results, indent=2, default=str).encode())
     return results

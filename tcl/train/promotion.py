@@ -3,10 +3,13 @@
 A score stored when a version was registered may come from other data (an earlier
 featurize run, another split), so the gate loads the candidate and the current champion
 from the registry and scores both on the same held-out programs: the platform's current
-validation split (`data/features/<platform>/validation.npz`), top-1 per TCL eq. 12
-(`top1_ratio_of_sums`). The candidate gets the `challenger` alias; `champion` moves to it
-only when its top-1 is strictly higher than the champion's, or when there is no champion
-yet. A NaN top-1 (a model emitting non-finite scores, or nothing to score) never promotes.
+validation split (`data/features/<platform>/validation.npz`), top-1 as the mean per task
+(tcl.train.evaluate.gate_top1). Not eq. 12: eq. 12 weights each task by weight x best
+latency, so on a split of a few tasks one or two heavy tasks decide it, and two runs of
+the same model swing across the gate by chance; the mean per task counts every held-out
+task once. The candidate gets the `challenger` alias; `champion` moves to it only when its
+top-1 is strictly higher than the champion's, or when there is no champion yet. A NaN top-1
+(a model emitting non-finite scores, or nothing to score) never promotes.
 
 Each model is scored with its own featurizer: a token model whose tokenizer is not the
 current one (trained before a refit) is re-tokenized from the platform's validated records
@@ -26,7 +29,7 @@ from .. import tracking
 from ..features.dataset import load_split, load_tokenizer
 from ..tracking.provenance import format_score
 from .bundle import ModelBundle
-from .evaluate import ranking_metrics
+from .evaluate import gate_top1
 from .loop import predict
 
 Split = dict[str, np.ndarray]
@@ -54,8 +57,8 @@ class Decision:
             verdict = f"not promoted (champion stays {'v' + self.champion_version if self.champion_version else 'unset'})"
         champ = (f"champion v{self.champion_version} {self.champion_top1:.4f}" if self.champion_version
                  else "no champion")
-        return (f"{self.name} v{self.version} {verdict}: {self.reason} [top-1 on {self.programs} validation "
-                f"programs: candidate {self.candidate_top1:.4f}, {champ}]")
+        return (f"{self.name} v{self.version} {verdict}: {self.reason} [top-1 (mean per task) on {self.programs} "
+                f"validation programs: candidate {self.candidate_top1:.4f}, {champ}]")
 
     def tags(self) -> dict[str, str]:
         """`promotion.*` tags for the candidate version."""
@@ -71,14 +74,11 @@ class Decision:
 
 
 def held_out_top1(bundle: ModelBundle, split: Split) -> float:
-    """Top-1 (ratio of sums) of the bundle's scores on `split`; NaN if it emits any non-finite score
-    or there is nothing to score."""
+    """The gate's top-1 (mean per task) of the bundle's scores on `split`; NaN if it emits any
+    non-finite score or there is nothing to score."""
     if len(split["x"]) == 0:
         return math.nan
-    scores = predict(bundle.model, split["x"])
-    if not np.all(np.isfinite(scores)):
-        return math.nan
-    return float(ranking_metrics(split, scores, ks=(1,)).get("top1_ratio_of_sums", math.nan))
+    return gate_top1(split, predict(bundle.model, split["x"]))
 
 
 def decide(candidate_top1: float, champion_version: str | None, champion_top1: float) -> tuple[bool, str]:

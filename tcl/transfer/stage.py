@@ -25,7 +25,7 @@ from ..models import param_count
 from ..platforms import load_platforms
 from ..sampling.offline import sample_offline
 from ..sampling.settings import SamplingSettings
-from ..train.evaluate import ranking_metrics
+from ..train.evaluate import EvalSettings, ranking_metrics
 from ..train.loop import predict
 from .base import make_method
 from .data import PlatformData
@@ -62,7 +62,8 @@ def run_stage(params: dict[str, Any], features: str | Path, out_dir: str | Path,
     data = PlatformData.from_features(features, samples={settings.target: sample})
     outcome = run_tracked(make_method(METHOD, settings, settings.hparams(params, "tcl"), seed), data, ctx)
     test = load_split(features / settings.target, "test")
-    held_out = ranking_metrics(test, predict(outcome.result.model, test["x"]))
+    held_out = ranking_metrics(test, predict(outcome.result.model, test["x"]),
+                               settings=EvalSettings.from_params(params))
     metrics = {"method": METHOD, "order": settings.order, "target": settings.target, "seed": seed,
                "target_programs": int(len(sample)), "cl_epochs": settings.cl_epochs, "kd_epochs": settings.kd_epochs,
                **{f"test_{k}": v for k, v in held_out.items()},

@@ -35,7 +35,7 @@ from ..data.store import atomic_write_bytes
 from ..features.tokenizer import Tokenizer
 from ..models import param_count
 from ..train.bundle import ModelBundle
-from ..train.evaluate import ranking_metrics
+from ..train.evaluate import gate_top1
 from ..train.loop import predict
 from ..train.promotion import promote
 from .base import PhaseRecord, TransferMethod, TransferResult
@@ -66,7 +66,9 @@ class TrackedOutcome:
 
 
 def held_out_top1(model: torch.nn.Module, split: dict[str, np.ndarray]) -> float:
-    return ranking_metrics(split, predict(model, split["x"]), ks=(1,))["top1_ratio_of_sums"]
+    """The promotion gate's top-1 (mean per task, tcl.train.evaluate.gate_top1), so that the score a
+    version is registered with is the one the gate compares."""
+    return gate_top1(split, predict(model, split["x"]))
 
 
 class TrackedHooks(Monitor):
