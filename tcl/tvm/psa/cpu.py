@@ -1,0 +1,103 @@
+"""PSA for CPUs: the paper's GPU symbols mapped onto cores, vector lanes and the cache hierarchy.
+
+    compute (S2/S8)        iterations x arithmetic ops of every statement
+    parallelism (S4/S6)    product of the parallel loops a statement runs under, spread over the cores:
+                           P cores-worth of work in ceil(P / cores) rounds (idle cores are the penalty)
+    lanes                  a vectorized innermost loop of extent e fills e / ceil(e / lanes) of the
+                           simd_bytes / dtype lanes (idle lanes are the penalty); otherwise one lane
+    memory (S1/S3/S5)      bytes moved into registers, L1, L2 and L3 (tcl.tvm.psa.base.traffic): a tile
+                           that overflows a level is streamed again from the next one; rows are whole
+                           cache lines (S7's transaction penalty)
+    unroll                 a loop costs loop_overhead_cycles per iteration unless it is unrolled,
+                           vectorized, of extent 1, or under pragma_auto_unroll_max_step >= its trip count
+
+Latency = sum over statements of compute + memory time at each level's bandwidth (Pruner eq. 1,
+compute and memory terms added), plus the loop overhead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .base import Estimate, SymbolAnalyzer, register, traffic
+from .nest import PARALLEL, UNROLLED, VECTORIZED, LoopNest
+
+
+@dataclass(frozen=True)
+class CpuKnobs:
+    """`tune.psa.cpu` of params.yaml: per-cycle rates a core's spec sheet leaves out."""
+
+    ops_per_cycle: float = 2.0          # arithmetic instructions per lane per cycle (two vector pipes)
+    vector_registers: int = 16          # architectural vector registers (x86-64 without AVX-512: 16)
+    l1_loads_per_cycle: float = 2.0     # vector loads from L1 per cycle
+    l2_bytes_per_cycle: float = 32.0    # L2 -> L1
+    l3_bytes_per_cycle: float = 16.0    # L3 -> L2, per core
+    dram_gbs_per_core: float = 25.0     # one core cannot draw the socket's whole memory bandwidth
+    line_bytes: int = 64
+    loop_overhead_cycles: float = 1.0   # increment, compare, branch of a rolled loop iteration
+
+
+def _used_cores(parallel_iterations: int, cores: int) -> float:
+    """Cores' worth of work per round: P iterations take ceil(P / cores) rounds."""
+    return parallel_iterations / math.ceil(parallel_iterations / cores)
+
+
+@register("cpu")
+class CpuAnalyzer(SymbolAnalyzer):
+    knobs_class = CpuKnobs
+
+    def estimate(self, nest: LoopNest) -> Estimate:
+        specs, k = self.platform.specs, self.knobs
+        hz = max(float(specs["turbo_ghz"]), float(specs["boost_ghz"])) * 1e9
+        cores, simd = max(self.platform.threads, 1), int(specs["simd_bytes"])
+        dram = min(k.dram_gbs_per_core * cores, float(specs["mem_bandwidth_gbs"])) * 1e9
+        # (level, capacity in bytes, bandwidth into it in bytes/s, rounding unit, bandwidth is per core)
+        levels = (("registers", k.vector_registers * simd, k.l1_loads_per_cycle * simd * hz, 1, True),
+                  ("l1", specs["l1_kb"] * 1024, k.l2_bytes_per_cycle * hz, k.line_bytes, True),
+                  ("l2", specs["l2_kb"] * 1024, k.l3_bytes_per_cycle * hz, k.line_bytes, True),
+                  ("l3", specs["l3_kb"] * 1024, dram, k.line_bytes, False))
+        compute, flops, par_w, vec_w = 0.0, 0.0, 0.0, 0.0
+        memory = {name: 0.0 for name, *_ in levels}
+        for stmt in nest.statements:
+            loops = [nest.loops[i] for i in stmt.loops]
+            work = nest.iterations(stmt) * stmt.ops
+            used = _used_cores(math.prod(lp.extent for lp in loops if lp.kind == PARALLEL), cores)
+            lanes = max(1, simd // stmt.dtype_bytes)
+            inner = loops[-1] if loops else None
+            speed = inner.extent / math.ceil(inner.extent / lanes) if inner and inner.kind == VECTORIZED else 1.0
+            compute += work / (hz * k.ops_per_cycle * speed * used)
+            sets: dict = {}
+            for name, capacity, bandwidth, unit, per_core in levels:
+                moved = traffic(stmt, nest, capacity, unit, working_sets=sets)
+                memory[name] += moved / (bandwidth * (used if per_core else 1.0))
+            flops += work
+            par_w += work * used / cores
+            vec_w += work * speed / lanes
+        overhead = self._loop_overhead(nest, cores) / hz
+        return Estimate(seconds=compute + sum(memory.values()) + overhead, compute_seconds=compute,
+                        memory_seconds=memory, overhead_seconds=overhead,
+                        parallel_efficiency=par_w / flops if flops else 1.0,
+                        vector_efficiency=vec_w / flops if flops else 1.0)
+
+    def _loop_overhead(self, nest: LoopNest, cores: int) -> float:
+        """Cycles spent running rolled loops (each loop counted once, however many statements it holds)."""
+        trips: dict[int, tuple[int, float]] = {}   # loop -> (iterations, cores sharing them)
+        inner: dict[int, int] = {}                 # loop -> largest trip count of the nest below and at it
+        for stmt in nest.statements:
+            outer, par = 1, 1
+            for pos, i in enumerate(stmt.loops):
+                lp = nest.loops[i]
+                outer *= lp.extent
+                par *= lp.extent if lp.kind == PARALLEL else 1
+                trips[i] = (outer, _used_cores(par, cores))
+                below = math.prod(nest.loops[j].extent for j in stmt.loops[pos:])
+                inner[i] = max(inner.get(i, 0), below)
+        cycles = 0.0
+        for i, (iterations, used) in trips.items():
+            lp = nest.loops[i]
+            unrolled = lp.kind in (UNROLLED, VECTORIZED) or lp.extent == 1 or (
+                lp.unroll_step > 0 and inner[i] <= lp.unroll_step)
+            if not unrolled:
+                cycles += iterations * self.knobs.loop_overhead_cycles / used
+        return cycles

@@ -1,0 +1,199 @@
+"""The loop nest of a scheduled TIR program, read without building it: the symbols PSA works from.
+
+Every BufferStore is a statement under a chain of loops (extent, kind, the unroll step in force)
+with the buffer accesses it makes. Block iteration variables are replaced by the loop expressions
+bound to them, so each index is an affine form of loop variables where it can be (inexact
+otherwise: floordiv/floormod of a fused loop), which is all a footprint needs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+# What a loop does with its iterations, as PSA tells them apart.
+SERIAL, PARALLEL, VECTORIZED, UNROLLED, THREAD = "serial", "parallel", "vectorized", "unrolled", "thread"
+_FOR_KINDS = {0: SERIAL, 1: PARALLEL, 2: VECTORIZED, 3: UNROLLED, 4: THREAD}
+_ARITH = {"Add", "Sub", "Mul", "Div", "FloorDiv", "FloorMod", "Mod", "Max", "Min", "Call"}
+
+
+@dataclass(frozen=True)
+class Loop:
+    extent: int
+    kind: str
+    unroll_step: int = 0   # pragma_auto_unroll_max_step in force at this loop (0: none)
+    thread_tag: str = ""   # blockIdx.x, threadIdx.y, ... for THREAD loops
+
+
+@dataclass(frozen=True)
+class Index:
+    """One buffer dimension's index: coefficients by loop id, exact when the index is affine."""
+
+    coefs: tuple[tuple[int, int], ...]
+    exact: bool
+
+    def span(self, loops: dict[int, Loop], inside: set[int], size: int) -> int:
+        """Distinct positions this dimension takes while the loops in `inside` run."""
+        if self.exact:
+            n = 1 + sum(abs(c) * (loops[i].extent - 1) for i, c in self.coefs if i in inside)
+        else:
+            n = math.prod(loops[i].extent for i, _ in self.coefs if i in inside)
+        return max(1, min(n, size))
+
+    def depends_on(self, loop: int) -> bool:
+        return any(i == loop for i, _ in self.coefs)
+
+
+@dataclass(frozen=True)
+class Access:
+    buffer: str
+    scope: str
+    dtype_bytes: int
+    shape: tuple[int, ...]
+    indices: tuple[Index, ...]
+
+    def depends_on(self, loop: int) -> bool:
+        return any(ix.depends_on(loop) for ix in self.indices)
+
+    def contiguous_in(self, loop: int) -> bool:
+        """Stride-1 in `loop`: its last dimension moves by one element per iteration."""
+        return bool(self.indices) and self.indices[-1].exact and dict(self.indices[-1].coefs).get(loop) == 1 \
+            and not any(ix.depends_on(loop) for ix in self.indices[:-1])
+
+
+@dataclass(frozen=True)
+class Statement:
+    loops: tuple[int, ...]        # loop ids, outermost first
+    ops: int                      # arithmetic operations per iteration (at least 1)
+    dtype_bytes: int              # of the stored value
+    accesses: tuple[Access, ...]  # loads and the store, one per distinct (buffer, index)
+
+
+@dataclass
+class LoopNest:
+    loops: dict[int, Loop] = field(default_factory=dict)
+    statements: list[Statement] = field(default_factory=list)
+    allocs: list[tuple[str, str, int]] = field(default_factory=list)  # (buffer, scope, bytes)
+
+    def iterations(self, stmt: Statement) -> int:
+        return math.prod(self.loops[i].extent for i in stmt.loops)
+
+
+def _int(expr, default: int = 1) -> int:
+    value = expr if isinstance(expr, int) else getattr(expr, "value", None)
+    return int(value) if isinstance(value, int) else default
+
+
+def _bytes(dtype) -> int:
+    dtype = str(dtype)
+    bits = int("".join(ch for ch in dtype.split("x")[0] if ch.isdigit()) or 32)
+    lanes = int(dtype.split("x")[1]) if "x" in dtype else 1
+    return max(1, bits // 8) * lanes
+
+
+class _Walker:
+    """Builds a LoopNest; `env` maps a variable to its affine form (coefs by loop id, exact).
+
+    Variables are keyed by their object hash: a TIR Var's `==` builds an expression, slow as a dict key."""
+
+    def __init__(self):
+        self.nest = LoopNest()
+        self.env: dict = {}
+
+    def affine(self, expr) -> tuple[dict[int, int], bool]:
+        kind = type(expr).__name__
+        if kind == "IntImm":
+            return {}, True
+        if kind == "Var":
+            coefs, exact = self.env.get(hash(expr), ({}, True))
+            return dict(coefs), exact
+        if kind == "Cast":
+            return self.affine(expr.value)
+        if kind in ("Add", "Sub"):
+            (a, ea), (b, eb) = self.affine(expr.a), self.affine(expr.b)
+            sign = 1 if kind == "Add" else -1
+            for k, v in b.items():
+                a[k] = a.get(k, 0) + sign * v
+            return a, ea and eb
+        if kind == "Mul":
+            for x, y in ((expr.a, expr.b), (expr.b, expr.a)):
+                if type(y).__name__ == "IntImm":
+                    coefs, exact = self.affine(x)
+                    return {k: v * int(y.value) for k, v in coefs.items()}, exact
+        deps: dict[int, int] = {}
+        for child in ("a", "b", "value", "condition", "true_value", "false_value"):
+            if hasattr(expr, child):
+                deps.update({k: 1 for k in self.affine(getattr(expr, child))[0]})
+        return deps, False
+
+    def index(self, expr) -> Index:
+        coefs, exact = self.affine(expr)
+        return Index(tuple(sorted((k, v) for k, v in coefs.items() if v)), exact)
+
+    def access(self, buffer, indices) -> Access:
+        return Access(str(buffer.name), str(buffer.scope()), _bytes(buffer.dtype),
+                      tuple(_int(s, 1 << 30) for s in buffer.shape), tuple(self.index(i) for i in indices))
+
+    def ops_and_loads(self, expr, loads: list) -> int:
+        """Arithmetic operations in `expr`; its BufferLoads are appended to `loads`."""
+        kind = type(expr).__name__
+        if kind in ("BufferLoad", "TensorLoad"):  # TVM 0.27 names a load TensorLoad, its buffer `source`
+            loads.append(self.access(getattr(expr, "buffer", None) or expr.source, expr.indices))
+            return 0
+        ops = 1 if kind in _ARITH else 0
+        if kind == "Call":
+            return ops + sum(self.ops_and_loads(arg, loads) for arg in expr.args)
+        for child in ("a", "b", "value", "condition", "true_value", "false_value"):
+            sub = getattr(expr, child, None)
+            if hasattr(sub, "same_as"):  # an expression (IntImm's `value` is a Python int)
+                ops += self.ops_and_loads(sub, loads)
+        return ops
+
+    def visit(self, stmt, loops: tuple[int, ...], unroll: int) -> None:
+        kind = type(stmt).__name__
+        if kind == "SeqStmt":
+            for s in stmt.seq:
+                self.visit(s, loops, unroll)
+        elif kind == "For":
+            step = _int(stmt.annotations.get("pragma_auto_unroll_max_step", 0), 0) or unroll
+            loop_id = len(self.nest.loops)
+            tag = str(stmt.thread_binding.thread_tag) if stmt.thread_binding is not None else ""
+            extent = _int(stmt.extent)
+            if extent == 1:  # a loop of one iteration is a constant: no footprint, no overhead, no parallelism
+                self.env[hash(stmt.loop_var)] = ({}, True)
+                self.visit(stmt.body, loops, step)
+                return
+            self.nest.loops[loop_id] = Loop(extent, _FOR_KINDS.get(int(stmt.kind), SERIAL), step, tag)
+            self.env[hash(stmt.loop_var)] = ({loop_id: 1}, True)
+            self.visit(stmt.body, loops + (loop_id,), step)
+        elif kind == "SBlockRealize":
+            block = stmt.block
+            for iv, value in zip(block.iter_vars, stmt.iter_values):
+                self.env[hash(iv.var)] = self.affine(value)
+            for buf in block.alloc_buffers:
+                size = math.prod(_int(s, 1) for s in buf.shape) * _bytes(buf.dtype)
+                self.nest.allocs.append((str(buf.name), str(buf.scope()), size))
+            if block.init is not None:
+                self.visit(block.init, loops, unroll)
+            self.visit(block.body, loops, unroll)
+        elif kind == "BufferStore":
+            loads: list[Access] = []
+            ops = self.ops_and_loads(stmt.value, loads)
+            accesses = {(a.buffer, a.indices): a for a in [*loads, self.access(stmt.buffer, stmt.indices)]}
+            self.nest.statements.append(Statement(loops, max(ops, 1), _bytes(stmt.buffer.dtype),
+                                                  tuple(accesses.values())))
+        elif kind == "IfThenElse":
+            self.visit(stmt.then_case, loops, unroll)
+            if stmt.else_case is not None:
+                self.visit(stmt.else_case, loops, unroll)
+        elif hasattr(stmt, "body"):  # SBlock, AttrStmt, LetStmt, DeclBuffer, ...
+            self.visit(stmt.body, loops, unroll)
+
+
+def loop_nest(mod) -> LoopNest:
+    """The LoopNest of an IRModule's `main` (or its only function), e.g. a MeasureCandidate's `sch.mod`."""
+    funcs = list(mod.functions.items())
+    func = next((f for gv, f in funcs if gv.name_hint == "main"), funcs[0][1])
+    walker = _Walker()
+    walker.visit(func.body, (), 0)
+    return walker.nest

@@ -1,0 +1,118 @@
+"""PSA (tcl.tvm.psa): a latency estimate from a scheduled program's loop nest and the platform's specs.
+
+Programs are real MetaSchedule schedules of a matmul, analysed without building them; the ranking
+test measures a tiny task's programs on this machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from conftest import toy_matmul_task
+
+
+def _matmul(n: int, tile: int, vector: int = 0):
+    """An n^3 matmul tiled (i0, j0, k0, i1, k1, j1) by `tile`, its innermost j split by `vector` and vectorized."""
+    import tvm
+
+    sch = tvm.s_tir.Schedule(toy_matmul_task(n).mod)
+    i, j, k = sch.get_loops(sch.get_sblock("C"))
+    i0, i1 = sch.split(i, [None, tile])
+    j0, j1 = sch.split(j, [None, tile])
+    k0, k1 = sch.split(k, [None, tile])
+    sch.reorder(i0, j0, k0, i1, k1, j1)
+    if vector:
+        _, jv = sch.split(j1, [None, vector])
+        sch.vectorize(jv)
+    return sch.mod
+
+
+def _with_specs(platform, **specs):
+    return dataclasses.replace(platform, specs={**platform.specs, **specs})
+
+
+def test_a_tile_that_overflows_l1_estimates_slower(params, host_platform):
+    from tcl.tvm.psa import loop_nest, make_analyzer
+
+    psa = make_analyzer(host_platform, params)
+    assert host_platform.specs["l1_kb"] == 32  # 16x16 tiles of A, B, C take 3 KiB; 128x128 ones 192 KiB
+    fits, overflows = (psa.estimate(loop_nest(_matmul(256, t))) for t in (16, 128))
+    assert overflows.seconds > fits.seconds, (fits, overflows)
+    # it is the L1 refills that differ: the same work, the same lanes
+    assert overflows.memory_seconds["l1"] > 2 * fits.memory_seconds["l1"]
+    assert overflows.compute_seconds == pytest.approx(fits.compute_seconds)
+    # with an L1 the big tile fits in, the penalty is gone
+    roomy = make_analyzer(_with_specs(host_platform, l1_kb=512), params).estimate(loop_nest(_matmul(256, 128)))
+    assert roomy.memory_seconds["l1"] < overflows.memory_seconds["l1"] / 2
+
+
+def test_doubling_vector_lanes_speeds_up_a_vectorized_loop_only(params, host_platform):
+    from tcl.tvm.psa import loop_nest, make_analyzer
+
+    sse, avx = (make_analyzer(_with_specs(host_platform, simd_bytes=b), params) for b in (16, 32))
+    vectorized, scalar = loop_nest(_matmul(64, 32, vector=16)), loop_nest(_matmul(64, 32))
+    assert avx.estimate(vectorized).seconds < sse.estimate(vectorized).seconds
+    assert avx.estimate(vectorized).compute_seconds == pytest.approx(sse.estimate(vectorized).compute_seconds / 2)
+    assert avx.estimate(scalar).compute_seconds == pytest.approx(sse.estimate(scalar).compute_seconds)
+    assert sse.estimate(vectorized).vector_efficiency == 1.0 and sse.estimate(scalar).vector_efficiency == 0.25
+
+
+def test_idle_cores_are_a_penalty(params, host_platform):
+    import tvm
+
+    from tcl.tvm.psa import loop_nest, make_analyzer
+
+    def parallel(extent: int):
+        sch = tvm.s_tir.Schedule(toy_matmul_task(96).mod)
+        i, _, _ = sch.get_loops(sch.get_sblock("C"))
+        outer, _ = sch.split(i, [extent, None])
+        sch.parallel(outer)
+        return loop_nest(sch.mod)
+
+    four = make_analyzer(_with_specs(host_platform, cores=4, threads=4), params)
+    # 3 chunks on 4 cores leave one idle; 4 chunks keep all busy; 6 chunks take two rounds, the second half idle
+    eff = {n: four.estimate(parallel(n)).parallel_efficiency for n in (3, 4, 6)}
+    assert eff == pytest.approx({3: 0.75, 4: 1.0, 6: 0.75})
+
+
+def test_psa_settings_are_strict(params, host_platform):
+    from tcl.tvm.psa import make_analyzer
+
+    with pytest.raises(ValueError, match=r"tune\.psa\.cpu"):
+        make_analyzer(host_platform, {"tune": {"psa": {"cpu": {"line_byte": 64}}}})
+    with pytest.raises(ValueError, match=r"tune\.psa"):
+        make_analyzer(host_platform, {"tune": {"psa": {"fpga": {}}}})
+
+
+@pytest.mark.slow
+def test_psa_ranks_a_measured_task_better_than_random(tmp_path, params, host_platform, measurer):
+    import tvm
+
+    from tcl.collect.collector import measure_task
+    from tcl.data.splits import add_labels
+    from tcl.data.store import RecordStore
+    from tcl.features.per_store import replay, workload_dir
+    from tcl.models.metrics import pairwise_accuracy
+    from tcl.tvm.psa import make_analyzer
+
+    store = RecordStore(tmp_path / "records")
+    task = toy_matmul_task(64, "toy_psa")
+    measure_task(task, host_platform, host_platform, store, measurer,
+                 dict(params["collect"], pool_size=32, batch_size=16), 0, lambda _: None)
+    table = add_labels(store.read(host_platform.name))
+    ok = [i for i, e in enumerate(table.column("error_code").to_pylist()) if not e]
+    labels = np.asarray(table.column("label").to_pylist(), dtype=float)[ok]
+    mod = tvm.ir.load_json((workload_dir(store.root, host_platform.name) / f"{task.key}.json").read_text())
+    candidates, _ = replay(mod, [table.column("program")[i].as_py() for i in ok])
+    assert len(candidates) >= 16 and all(c is not None for c in candidates)
+    scores = make_analyzer(host_platform, params).scores([c.sch.mod for c in candidates])
+    groups = np.zeros(len(labels), dtype=np.int64)
+    psa = pairwise_accuracy(scores, labels, groups)
+    rng = np.random.default_rng(0)
+    rand = np.mean([pairwise_accuracy(rng.random(len(labels)), labels, groups) for _ in range(20)])
+    flipped = pairwise_accuracy(-scores, labels, groups)
+    assert psa > rand + 0.1 and psa > 0.65, (psa, rand)
+    assert flipped < 0.5  # a sign flip in the estimate ranks the programs backwards
