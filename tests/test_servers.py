@@ -13,28 +13,28 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import yaml
 
 from conftest import REPO
+from servers import BIN, background
+from servers import browse as _browse
+from servers import clean_env as _env
+from servers import free_port as _free_port
+from servers import mlflow_server as mlflow_on
+from servers import wait_until_up as _wait_until_up
 
 pytestmark = pytest.mark.slow
 
-BIN = Path(sys.executable).parent
 P = "local-1c"
 POOL = "tcl-test"
 # The pipeline on one platform, shrunk as in test_pipeline.py: 2 networks x 2 tasks x a pool of 8 programs.
@@ -52,84 +52,12 @@ STAGES = {"collect", "validate", "featurize", "sample", "train"}
 FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _env(**extra: str) -> dict[str, str]:
-    """This process's environment without Prefect or MLflow settings, plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_"))}
-    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", PREFECT_SERVER_ANALYTICS_ENABLED="false",
-               MLFLOW_DISABLE_TELEMETRY="true", DO_NOT_TRACK="1", **extra)
-    return env
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below `pid` (by parent id), including those that started sessions of their own."""
-    parents: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = [], [pid]
-    while todo:
-        children = parents.get(todo.pop(), [])
-        found += children
-        todo += children
-    return found
-
-
-@contextmanager
-def background(cmd: list[str], env: dict[str, str], log: Path, cwd: Path | None = None):
-    """A long-running subprocess in a process group of its own; on exit it and everything it
-    started are stopped: SIGTERM, then SIGKILL for what is left after 20 s."""
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        yield proc
-    finally:
-        tree = [proc.pid, *_descendants(proc.pid)]
-        for pid in tree:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            pass
-        for pid in tree:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        proc.wait(10)
-
-
 def _http(method: str, url: str, body: dict | None = None, timeout: float = 30):
     """One JSON request (the standard library's client); returns the decoded answer."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=timeout) as response:
         return json.loads(response.read() or b"null")
-
-
-def _wait_until_up(url: str, proc: subprocess.Popen, log: Path, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"{proc.args[:3]} exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            urllib.request.urlopen(url, timeout=5).close()
-            return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(1)
-    pytest.fail(f"{url} did not answer within {timeout} s:\n{log.read_text()[-3000:]}")
 
 
 def _run(cmd: list[str], env: dict[str, str], cwd: Path | None = None, timeout: float = 600) -> str:
@@ -160,13 +88,8 @@ def prefect_server(tmp_path_factory):
 def mlflow_server(tmp_path_factory):
     """An MLflow tracking server on a free loopback port (SQLite backend, artifacts proxied to a local dir)."""
     root = tmp_path_factory.mktemp("mlflow")
-    port = _free_port()
-    log = root / "server.log"
-    cmd = [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-           "--backend-store-uri", f"sqlite:///{root}/mlflow.db", "--artifacts-destination", str(root / "artifacts")]
-    with background(cmd, _env(), log, cwd=root) as proc:
-        _wait_until_up(f"http://127.0.0.1:{port}/health", proc, log)
-        yield f"http://127.0.0.1:{port}"
+    with mlflow_on(root / "mlflow.db", root) as url:
+        yield url
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -274,21 +197,6 @@ def test_pipeline_deployment_runs_on_a_process_worker(prefect_server, mlflow_ser
     versions = _http("GET", f"{mlflow_server}/api/2.0/mlflow/model-versions/search?{query}").get("model_versions", [])
     assert len(versions) == 2  # one per pipeline run, registered through the server
     assert all({"key": "platform", "value": P} in v["tags"] for v in versions), versions
-
-
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if shutil.which(name):
-            return shutil.which(name)
-    pytest.fail("Chromium is not installed: `apt-get install -y chromium` (`make test` installs it)")
-
-
-def _browse(url: str, profile: Path, *args: str) -> str:
-    cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-           f"--user-data-dir={profile}", "--virtual-time-budget=30000", "--window-size=1400,1000", *args, url]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, f"chromium failed ({done.returncode}): {done.stderr[-3000:]}"
-    return done.stdout
 
 
 def test_registered_versions_and_tags_show_on_the_mlflow_server_and_its_ui(mlflow_server, tmp_path):
