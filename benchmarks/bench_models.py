@@ -12,7 +12,7 @@ Columns: parameters (XGB: tree nodes), size of the saved model, training time, i
 throughput on 512-candidate batches with one thread (model only), featurization throughput
 from MetaSchedule candidates with one thread (tokens vs PerStoreFeature: what a tuner pays
 before the model), top-1/top-5 in both conventions, pairwise accuracy.
-Writes reports/bench_models.{json,md}.
+Writes tmp/bench/bench_models.{json,md}, or with --update-report the committed reports/bench_models.{json,md}.
 """
 
 from __future__ import annotations
@@ -234,6 +234,8 @@ def run(platform_name: str, params: dict[str, Any], *, epochs: int, seed: int, m
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    sys.path.insert(0, str(REPO))  # run as a script, benchmarks/ is on the path instead
+    from benchmarks._out import add_out_args, out_path
     from tcl.config import load_params
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -247,7 +249,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--validated", default=None, help="default: data/validated/platform=<platform>.parquet")
     ap.add_argument("--store", default="data/records", help="record store holding _workloads/")
     ap.add_argument("--extract-threads", type=int, default=1)
-    ap.add_argument("--out", default="reports/bench_models", help="writes <out>.json and <out>.md")
+    add_out_args(ap, "reports/bench_models")  # a prefix: <out>.json and <out>.md
     args = ap.parse_args(argv)
     params = load_params(args.params)
     epochs = args.epochs if args.epochs is not None else int(params["train"]["epochs"])
@@ -260,7 +262,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                  log=lambda m: print(m, file=sys.stderr, flush=True))
     table = render(result)
     print(table)
-    out = Path(args.out)
+    out = out_path(args, "reports/bench_models")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(result, indent=2, default=float))
     out.with_suffix(".md").write_text(f"# Cost models on {result['platform']}\n\n{table}")

@@ -13,6 +13,8 @@ also a parent MLflow run with nested phase runs and registered KB snapshots and
 target model (tcl/transfer/tracked.py; MLFLOW_TRACKING_URI picks the store).
 
     taskset -c 0 python benchmarks/bench_transfer.py [--seeds 0,1,2] [--cl-epochs 2 --kd-epochs 2] [--track]
+
+<out> is tmp/bench/transfer unless --update-report (the committed reports/transfer) or --out.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._out import add_out_args, out_path  # noqa: E402
 from tcl.config import load_params  # noqa: E402
 from tcl.data.card import dvc_data_version  # noqa: E402
 from tcl.data.store import atomic_write_bytes  # noqa: E402
@@ -97,7 +100,7 @@ def main() -> None:
     ap.add_argument("--sampler", default=None, help="override transfer.sampler (e.g. random)")
     ap.add_argument("--sampler-epochs", type=int, default=None)
     ap.add_argument("--track", action="store_true", help="CKD runs as MLflow runs with registered models")
-    ap.add_argument("--out", default="reports/transfer")
+    add_out_args(ap, "reports/transfer")
     args = ap.parse_args()
     params = load_params(args.params)
     settings = TransferSettings.from_params(
@@ -105,7 +108,7 @@ def main() -> None:
         sampler_epochs=args.sampler_epochs,
         seeds=[int(s) for s in args.seeds.split(",")] if args.seeds else None,
         methods=args.methods.split(",") if args.methods else None)
-    features, out = Path(args.features), Path(args.out)
+    features, out = Path(args.features), out_path(args, "reports/transfer")
     hparams = {m: settings.hparams(params, m) for m in {"tcl", "tlp", settings.model}}
     test = load_split(features / settings.target, "test")
     floor = random_scorer_metrics(test)

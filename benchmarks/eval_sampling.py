@@ -5,10 +5,11 @@ training split (offline mode, `sampling.*` settings: rounds, first batch, model 
 then the evaluation model (`--model`, the same for every strategy, with the train
 stage's settings) is trained on the picks only and scored on the held-out test
 networks. Rate 1.0 trains on everything (the same for every strategy). Prints a
-table of mean +- std over seeds, writes reports/sampling/eval.{json,png} (the PNG
-is a DVC plot in dvc.yaml) and logs both to MLflow when it is installed.
+table of mean +- std over seeds, writes eval.{json,png} under tmp/bench/sampling, or with
+--update-report under the committed reports/sampling (the PNG is a DVC plot in dvc.yaml), and
+logs both to MLflow when it is installed.
 
-    python benchmarks/eval_sampling.py --platform host-avx2-1c [--seeds 5] [--workers 2] [--device cpu]
+    python benchmarks/eval_sampling.py --platform host-avx2-1c [--seeds 5] [--workers 2] [--update-report]
 
 Jobs are independent, so `--workers` processes run them side by side (one thread each).
 """
@@ -28,6 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._out import add_out_args, out_path  # noqa: E402
 from tcl.config import load_params  # noqa: E402
 from tcl.data.store import atomic_write_bytes  # noqa: E402
 from tcl.features.dataset import load_split  # noqa: E402
@@ -165,12 +167,12 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=None, help="override train.epochs and sampling.epochs")
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1)))
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--out", default="reports/sampling")
+    add_out_args(ap, "reports/sampling")
     ap.add_argument("--log-only", action="store_true", help="log an existing <out>/eval.json to MLflow")
     args = ap.parse_args()
     params = load_params(args.params)
     platform = args.platform or params["sampling"]["platforms"][0]
-    out = Path(args.out)
+    out = out_path(args, "reports/sampling")
     if args.log_only:
         report = json.loads((out / "eval.json").read_text())
         log_to_mlflow(params, report["summary"], out, {"platform": report["platform"]})

@@ -8,6 +8,7 @@ from flows import _env  # noqa: F401  (closed-network defaults before Prefect lo
 from prefect import flow, get_run_logger
 
 from tcl.data.card import dataset_card, write_card
+from tcl.headline import write_headline
 
 
 @flow(name="dataset-card", log_prints=True)
@@ -16,6 +17,7 @@ def dataset_card_flow(records: str = "data/records", retest: str = "data/retest"
     """Count, range and test-retest figures of the dataset, as Markdown and DVC metrics."""
     card = dataset_card(records, retest, lock, remote, repo_dir=".")
     write_card(card, "reports/dataset.md", "reports/dataset.json")
+    write_headline("dataset_card", "reports/dataset.json", "reports/metrics/dataset_card.json")
     get_run_logger().info("%d tasks, %d paired programs; platforms: %s; retest: %s", card["tasks"],
                           card["paired_programs"], {k: v["programs"] for k, v in card["platforms"].items()},
                           {k: round(v["spearman_latency"], 4) for k, v in card["retest"].items()})

@@ -13,6 +13,7 @@ from prefect import flow, get_run_logger
 from tcl.config import load_params
 from tcl.data.store import atomic_write_bytes
 from tcl.data.tuning_dbs import ingest_tuning_databases
+from tcl.headline import write_headline
 
 REPORT = Path("reports/tuning_ingest.json")  # a metric, not in the store: a rerun that finds nothing new changes no data
 
@@ -36,6 +37,7 @@ def ingest_tuning_flow(params_path: str = "params.yaml") -> list[dict]:
     result = [vars(s) for s in summaries]
     REPORT.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(REPORT, (json.dumps({s["platform"]: s for s in result}, indent=1, sort_keys=True) + "\n").encode())
+    write_headline("ingest_tuning", REPORT, REPORT.parent / "metrics" / "ingest_tuning.json")
     return result
 
 

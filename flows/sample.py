@@ -24,6 +24,7 @@ from flows._tasks import content_key, retry_options
 from tcl.config import load_params
 from tcl.data.store import atomic_write_bytes
 from tcl.features.dataset import load_split, load_tokenizer
+from tcl.headline import write_headline
 from tcl.platforms import get_platform
 from tcl.sampling.offline import sample_offline, save_sample
 from tcl.sampling.rounds import SampleRun
@@ -72,6 +73,8 @@ def sample_flow(platform: str, params_path: str = "params.yaml", mode: str | Non
                 {"mode": mode, "strategy": settings.strategy, "rate": settings.rate})
     Path(report_root).mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(Path(report_root) / f"{platform}.json", json.dumps(summary, indent=2).encode())
+    write_headline("sample", Path(report_root) / f"{platform}.json",
+                   Path(report_root).parent / "metrics" / f"sample-{platform}.json")
     with tracking.run(params, f"sample-{platform}", {"stage": "sample", "platform": platform}):
         tracking.log_params({k: summary[k] for k in ("mode", "strategy", "rate", "rounds", "pool_size")})
         tracking.log_metrics({"picked": summary["picked"], "measured_now": measured, "seconds": seconds})

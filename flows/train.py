@@ -9,6 +9,7 @@ from prefect.cache_policies import NO_CACHE
 
 from flows._tasks import retry_options
 from tcl.config import load_params
+from tcl.headline import write_headline
 from tcl.platforms import get_platform
 from tcl.train.pipeline import train_platform
 
@@ -27,6 +28,7 @@ def train_flow(platform: str, params_path: str = "params.yaml") -> dict:
     """Train on the sampled programs, evaluate on held-out networks, log to MLflow and register each model."""
     params = load_params(params_path)
     results = train_models.with_options(**retry_options(params, "train"))(get_platform(params, platform), params)
+    write_headline("train", f"reports/train/{platform}.json", f"reports/metrics/train-{platform}.json")
     log = get_run_logger()
     floor = results.pop("random")
     log.info("random scorer on %s (mean of 20 draws): test top-1 %.3f, top-5 %.3f; %d validation, %d test tasks",

@@ -8,6 +8,7 @@ from flows import _env  # noqa: F401  (closed-network defaults before Prefect lo
 from prefect import flow, get_run_logger
 
 from tcl.config import load_params
+from tcl.headline import write_headline
 from tcl.transfer.stage import run_stage
 
 
@@ -17,6 +18,7 @@ def transfer_flow(params_path: str = "params.yaml") -> dict:
     params = load_params(params_path)
     m = run_stage(params, "data/features", "models/transfer", "reports/transfer/stage.json",
                   "reports/transfer/stage-forgetting.png")
+    write_headline("transfer", "reports/transfer/stage.json", "reports/metrics/transfer.json")
     get_run_logger().info(
         "CKD %s: target %s (%d sampled programs) held-out top-1 %.3f, top-5 %.3f; KB %s versions %s; %s v%s%s "
         "(%.0f s)", " -> ".join(m["order"]), m["target"], m["target_programs"], m["test_top1_ratio_of_sums"],

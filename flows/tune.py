@@ -20,6 +20,7 @@ from prefect.cache_policies import NO_CACHE
 
 from flows._tasks import retry_options
 from tcl.config import load_params
+from tcl.headline import write_headline
 from tcl.platforms import get_platform
 from tcl.tvm.report import run_tuning_stage
 
@@ -40,6 +41,9 @@ def tune_flow(platform: str, params_path: str = "params.yaml", out_dir: str = "r
             params["tune"][key] = value
     log = get_run_logger()
     table = tune_network.with_options(**retry_options(params, "tune"))(get_platform(params, platform), params, out_dir)
+    if network is None:  # the stage's network: its dvc.yaml metrics
+        out = Path(out_dir)
+        write_headline("tune", out / f"{platform}.json", out.parent / "metrics" / f"tune-{platform}.json")
     for row in table:
         log.info("%s", row)
     return table

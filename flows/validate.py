@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from flows import _env  # noqa: F401  (closed-network defaults before Prefect loads)
 from prefect import flow, get_run_logger
@@ -11,6 +12,7 @@ from prefect import flow, get_run_logger
 from tcl.compute import run_units
 from tcl.config import load_params
 from tcl.data.validate import ValidationFailed, validate_platform
+from tcl.headline import write_headline
 
 DEFAULT_STORES = ("data/records", "data/tenset")
 
@@ -26,6 +28,8 @@ def validate_flow(platform: str, params_path: str = "params.yaml") -> dict:
         validated_root=cfg.get("validated_root", "data/validated"),
         quarantine_dir=cfg.get("quarantine_dir", "data/quarantine"),
         report_dir=cfg.get("report_dir", "reports/validation"), units=units))
+    reports = Path(cfg.get("report_dir", "reports/validation"))
+    write_headline("validate", reports / f"{platform}.json", reports.parent / "metrics" / f"validate-{platform}.json")
     get_run_logger().info(summary.describe())
     return summary.to_json()
 
