@@ -288,9 +288,10 @@ def main(argv: list[str] | None = None) -> None:
     epochs_of = {m: epochs for m in args.models}
     for item in args.epochs_for:
         model, _, n = item.partition("=")
-        if model not in epochs_of or not n.isdigit():
-            raise SystemExit(f"--epochs-for {item!r}: expected MODEL=N with MODEL among --models {args.models}")
-        epochs_of[model] = int(n)
+        if model not in LABELS or not n.isdigit():
+            raise SystemExit(f"--epochs-for {item!r}: expected MODEL=N with MODEL one of {sorted(LABELS)}")
+        if model in epochs_of:     # a model not in --models this time keeps its cells as they are
+            epochs_of[model] = int(n)
     cells_dir = args.cells or REPO / "tmp" / "learning_curve" / args.platform
     command = "python benchmarks/bench_learning_curve.py " + " ".join(sys.argv[1:] if argv is None else argv)
     import torch
