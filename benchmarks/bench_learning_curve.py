@@ -15,8 +15,9 @@ task, bootstrap CIs over tasks, seed mean and spread) aggregate the seeds of eac
     python benchmarks/bench_learning_curve.py --platform zen4-avx512-1c --models tenset_mlp mlp xgb \
         --axes programs --fractions 5 10 20 50 100 --seeds 0 1 2 --epochs 8 --epochs-for tcl=3
 
-Writes reports/learning_curve/<platform>.{json,md,png} (naming the data version and this
-command) and one MLflow run through tcl.tracking.
+Writes tmp/bench/learning_curve/<platform>.{json,md,png}, or with --update-report the committed
+reports/learning_curve/<platform>.{json,md,png} (naming the data version and this command), and
+one MLflow run through tcl.tracking.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from tcl.train.evaluate import EvalSettings, composition, random_scorer_metrics,
 
 LABELS = {"tcl": "TCL", "tlp": "TLP", "mlp": "MLP", "tenset_mlp": "Tenset-MLP", "xgb": "XGB (pretrained)"}
 AXES = ("programs", "tasks")
+REPORT = "reports/learning_curve"   # the committed report's directory (--update-report)
 
 
 def subsample(train: dict[str, np.ndarray], axis: str, fraction: float, seed: int) -> np.ndarray:
@@ -266,6 +268,8 @@ def report_of(platform: str, params: dict[str, Any], cells_dir: Path, command: s
 
 
 def main(argv: list[str] | None = None) -> None:
+    from benchmarks._out import add_out_args, out_path
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--platform", default="zen4-avx512-1c")
     ap.add_argument("--models", nargs="+", default=["tenset_mlp", "mlp", "xgb"], choices=sorted(LABELS))
@@ -276,7 +280,7 @@ def main(argv: list[str] | None = None) -> None:
                     "(default: params.yaml train.epochs)")
     ap.add_argument("--epochs-for", nargs="*", default=[], metavar="MODEL=N", help="per-model epochs, e.g. tcl=3")
     ap.add_argument("--cells", type=Path, default=None, help="per-cell JSONs (default tmp/learning_curve/<platform>)")
-    ap.add_argument("--out", type=Path, default=REPO / "reports" / "learning_curve")
+    add_out_args(ap, REPORT)
     ap.add_argument("--note", action="append", default=[], help="a line for the report (e.g. why epochs are lower)")
     ap.add_argument("--params", default=str(REPO / "params.yaml"))
     args = ap.parse_args(argv)
@@ -307,8 +311,9 @@ def main(argv: list[str] | None = None) -> None:
             step = round(p["fraction"] * 100)
             tracking.log_metrics({f"{p['model']}.{p['axis']}.{k}": v for k, v in p.items()
                                   if k.startswith(("top1_", "top5_")) and math.isfinite(v)}, step=step)
-        args.out.mkdir(parents=True, exist_ok=True)
-        base = args.out / args.platform
+        out = out_path(args, REPORT)
+        out.mkdir(parents=True, exist_ok=True)
+        base = out / args.platform
         md = render(report)
         atomic_write_bytes(base.with_suffix(".json"), json.dumps(report, indent=1).encode())
         atomic_write_bytes(base.with_suffix(".md"), (f"# Learning curves: {args.platform}\n\n{md}").encode())
