@@ -33,6 +33,7 @@ class TuningResult:
     cost_model_seconds: float
     curve: list = field(default_factory=list)  # CurvePoint per measured batch
     feature_cache_hit_rate: float | None = None  # share of scored candidates whose features were cached
+    stopped_tasks: list = field(default_factory=list)  # names of tasks the Moses controller ended, in order
     database: Any = None
     work_dir: str = ""
 
@@ -77,18 +78,24 @@ class SearchSettings:
                              f"known: {sorted(cls.__dataclass_fields__)}")
         return cls(**cfg)
 
-    def strategy(self):
-        """A MetaSchedule EvolutionarySearch; each TuneContext gets a clone of it."""
+    def strategy(self, controller=None, stopped: list | None = None):
+        """A MetaSchedule EvolutionarySearch; each TuneContext gets a clone of it. With `controller`
+        (tcl.tvm.controller.ControllerSettings) a task stops once it settles; its name goes to `stopped`."""
         from tvm.s_tir import meta_schedule as ms
 
-        return ms.search_strategy.EvolutionarySearch(
+        search = ms.search_strategy.EvolutionarySearch(
             population_size=self.population, init_measured_ratio=self.init_measured_ratio,
             genetic_num_iters=self.genetic_iters, genetic_mutate_prob=self.mutate_prob,
             eps_greedy=self.eps_greedy)
+        if controller is None:
+            return search
+        from .controller import SettlingSearch
+
+        return SettlingSearch(search, controller, stopped)
 
 
 def tune_contexts(relax_mod, platform, work_dir: str | Path, seed: int, search: SearchSettings | None = None,
-                  network: str = "network") -> tuple[list, list[float]]:
+                  network: str = "network", controller=None, stopped: list | None = None) -> tuple[list, list[float]]:
     """One TuneContext per task of `relax_mod` on the platform's target (with `search`'s strategy) and the
     tasks' weights."""
     from tvm.s_tir import meta_schedule as ms
@@ -97,20 +104,21 @@ def tune_contexts(relax_mod, platform, work_dir: str | Path, seed: int, search: 
     if not extracted:
         raise RuntimeError(f"{network}: no tunable tasks on {platform.name}")
     return ms.relax_integration.extracted_tasks_to_tune_contexts(
-        extracted, str(work_dir), strategy=(search or SearchSettings()).strategy(), seed=seed,
+        extracted, str(work_dir), strategy=(search or SearchSettings()).strategy(controller, stopped), seed=seed,
         num_threads=platform.threads)
 
 
 def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_name: str, trials: int,
                  work_dir: str | Path, seed: int = 0, num_trials_per_iter: int = 16,
                  runner_cfg: dict | None = None, progress: bool = True, resume: bool = False,
-                 measurer=None, search: SearchSettings | None = None) -> TuningResult:
+                 measurer=None, search: SearchSettings | None = None, controller=None) -> TuningResult:
     """Tune every task of `relax_mod` (a fused Relax module) for `trials` measurements in total.
 
     A run starts from an empty `work_dir` (its database included) unless `resume`: a database
     left by an earlier run would warm-start the search, and the curve would not be this run's.
     Trials are timed by `measurer`, or by the one `make_measurer` gives for `runner_cfg`
-    (here, or on the platform's board over RPC).
+    (here, or on the platform's board over RPC). `controller` (tcl.tvm.controller.ControllerSettings)
+    stops measuring tasks whose best latency has settled, leaving their trials to the others.
     """
     from tvm.s_tir import meta_schedule as ms
 
@@ -129,7 +137,8 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     if not resume:
         shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir(parents=True, exist_ok=True)
-    contexts, weights = tune_contexts(relax_mod, platform, work_dir, seed, search, network)
+    stopped: list[str] = []
+    contexts, weights = tune_contexts(relax_mod, platform, work_dir, seed, search, network, controller, stopped)
     first_round = len(contexts) * num_trials_per_iter
     if trials < first_round:
         log.warning("%s: %d trials are fewer than the first round (%d tasks x %d trials per task): some tasks "
@@ -158,5 +167,6 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     return TuningResult(network=network, platform=platform.name, cost_model=cost_model_name,
                         trials=curve.trials, trial_budget=trials, tasks=len(contexts), wall_seconds=wall,
                         cost_model_seconds=timed.seconds, curve=curve.points, database=database,
+                        stopped_tasks=list(stopped),
                         work_dir=str(work_dir), feature_cache_hit_rate=getattr(
                             getattr(cost_model, "features", None), "hit_rate", None))

@@ -1,0 +1,92 @@
+"""Moses's adaptive controller inside MetaSchedule's search: stop measuring a task once it has settled.
+
+After each measured batch of a task, its best latency so far is appended to the task's history;
+when the coefficient of variation (std / mean) of the last `window` values falls below
+`cv_threshold`, the task asks for no more measurements, and the gradient task scheduler (any
+MetaSchedule scheduler) terminates it and gives the remaining trials to the tasks that still move.
+
+It wraps each task's search strategy: a strategy that generates no candidates is the scheduler's
+own signal that a task is done. (Terminating the task from a measure callback instead races the
+scheduler: it joins a task's batch, runs the callbacks, and may then pick or terminate that very
+task itself; tried, it fails MetaSchedule's `!task->is_terminated` check.)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    """`tune.controller` of params.yaml (`enabled` turns it on for every cost model; `+moses` for one)."""
+
+    enabled: bool = False
+    window: int = 4              # batches of a task the coefficient of variation is taken over
+    cv_threshold: float = 0.01   # below it, the task's best latency has stopped moving
+
+    def __post_init__(self):
+        if self.window < 2 or not self.cv_threshold >= 0:
+            raise ValueError(f"params.yaml tune.controller: window must be >= 2 and cv_threshold >= 0, "
+                             f"got window={self.window}, cv_threshold={self.cv_threshold}")
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> "ControllerSettings":
+        cfg = dict(((params.get("tune") or {}).get("controller")) or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(cfg) - known)
+        if unknown:
+            raise ValueError(f"params.yaml tune.controller: unknown key(s) {unknown}; known: {sorted(known)}")
+        return cls(**cfg)
+
+    def settled(self, history: list[float]) -> bool:
+        """Whether the last `window` best latencies vary less than the threshold (Moses's CV test)."""
+        recent = np.asarray(history[-self.window:], dtype="float64")
+        if len(recent) < self.window or not np.isfinite(recent).all():
+            return False
+        return float(recent.std() / recent.mean()) < self.cv_threshold
+
+
+@derived_object
+class SettlingSearch(PySearchStrategy):
+    """`inner` (one task's EvolutionarySearch) until the task settles; then it generates nothing.
+
+    `stopped` is shared by the clones of one run: the names of the tasks that ended, in order.
+    """
+
+    def __init__(self, inner, settings: ControllerSettings, stopped: list[str] | None = None):
+        super().__init__()
+        self.inner, self.settings = inner, settings
+        self.stopped = stopped if stopped is not None else []
+        self.history: list[float] = []
+        self.task = ""
+
+    def _initialize_with_tune_context(self, context) -> None:
+        self.task = str(context.task_name)
+        self.inner._initialize_with_tune_context(context)
+
+    def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None) -> None:
+        self.history = []
+        self.inner.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
+
+    def post_tuning(self) -> None:
+        self.inner.post_tuning()
+
+    def generate_measure_candidates(self):
+        if self.settings.settled(self.history):
+            self.stopped.append(self.task)
+            return None
+        return self.inner.generate_measure_candidates()
+
+    def notify_runner_results(self, measure_candidates, results) -> None:
+        self.inner.notify_runner_results(measure_candidates, results)
+        ran = [float(np.mean([float(s) for s in r.run_secs])) for r in results if r.error_msg is None and r.run_secs]
+        self.history.append(min([*self.history[-1:], *ran], default=math.inf))
+
+    def clone(self):
+        return SettlingSearch(self.inner.clone(), self.settings, self.stopped)
