@@ -237,7 +237,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
                 y = np.array([p[m] for p in pts])
                 err = np.array([[p[m] - p.get(f"{m}_ci_low", p[m]) for p in pts],
                                 [p.get(f"{m}_ci_high", p[m]) - p[m] for p in pts]])
-                ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=LABELS.get(model, model))
+                ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=LABELS.get(model, model),
+                            color=f"C{list(LABELS).index(model)}")   # one colour per model in every panel
             ax.axhline(report["random"][m], color="grey", linestyle=":", label="random scorer")
             ax.set_xscale("log")
             ax.set_xlabel(f"training {axis}")
