@@ -1,11 +1,13 @@
 """README paths that write or show reports: curves that show a single point, benchmarks that keep
-their hands off the committed reports, and a `dvc metrics show` table one can read."""
+their hands off the committed reports, a `dvc metrics show` table one can read, and progress
+from training loops that run long."""
 
 from __future__ import annotations
 
 import json
 import numbers
 import sys
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -91,3 +93,23 @@ def test_dvc_metrics_are_a_few_headline_figures_per_stage(tmp_path):
     assert len(columns) <= 20, sorted(columns)
     assert json.loads((tmp_path / "train.json").read_text())["tcl.test_top1"] == pytest.approx(
         json.loads((REPO / REPORTS["train"]).read_text())["tcl"]["test_top1_ratio_of_sums"])
+
+
+def test_training_past_the_delay_shows_a_bar_per_epoch_and_short_fits_stay_quiet(monkeypatch, capsys):
+    import torch
+
+    from tcl.train import loop
+
+    rng = np.random.default_rng(0)
+    x, labels, groups = rng.normal(size=(64, 4)), rng.random(64), np.repeat(np.arange(4), 16)
+
+    def model():
+        return torch.nn.Sequential(torch.nn.Linear(4, 1), torch.nn.Flatten(0))
+
+    loop.fit(model(), x, labels, groups, loop.TrainConfig(epochs=3, batch_size=16))
+    assert "epoch" not in capsys.readouterr().err  # done well within PROGRESS_AFTER_S: no bar
+    monkeypatch.setattr(loop, "PROGRESS_AFTER_S", 0.0)  # as if every epoch came after the delay
+    slow = lambda: (time.sleep(0.05), torch.zeros(()))[1]  # noqa: E731  (0.2 s epochs: the bar redraws each)
+    loop.fit(model(), x, labels, groups, loop.TrainConfig(epochs=3, batch_size=16), extra_loss=slow)
+    err = capsys.readouterr().err
+    assert "train" in err and "1/3" in err and "2/3" in err and "loss=" in err, err

@@ -15,9 +15,14 @@ from typing import Callable
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from ..models.losses import rank_loss
 from .checkpoint import Checkpoint, TrainState, fingerprint
+
+# Training loops show a bar (a line per epoch in a log) once they have run this long: short fits,
+# such as the sampling rounds' retraining, stay quiet.
+PROGRESS_AFTER_S = 10.0
 
 
 @dataclass
@@ -76,7 +81,9 @@ def fit(model: torch.nn.Module, x: np.ndarray, labels: np.ndarray, groups: np.nd
                        np.random.default_rng(cfg.seed), dev)
     resumed = ckpt.restore(state) if ckpt else []
     history = History(train_loss=resumed, start_epoch=len(resumed))
-    for epoch in range(history.start_epoch, cfg.epochs):
+    bar = tqdm(range(history.start_epoch, cfg.epochs), desc="train", unit="epoch", initial=history.start_epoch,
+               total=cfg.epochs, delay=PROGRESS_AFTER_S, leave=False)
+    for epoch in bar:
         model.train()  # on_epoch may have evaluated it
         losses = []
         for idx in group_batches(np.asarray(groups), cfg.batch_size, state.rng):
@@ -91,6 +98,7 @@ def fit(model: torch.nn.Module, x: np.ndarray, labels: np.ndarray, groups: np.nd
         state.scheduler.step()
         mean = float(np.mean(losses)) if losses else float("nan")
         history.train_loss.append(mean)
+        bar.set_postfix(loss=f"{mean:.4f}", refresh=False)  # refresh=True would show it before the delay
         if on_epoch is not None:
             on_epoch(epoch, mean)
         if ckpt is not None:

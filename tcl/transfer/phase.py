@@ -14,8 +14,9 @@ from typing import Callable, Iterable, Protocol
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
-from ..train.loop import group_batches
+from ..train.loop import PROGRESS_AFTER_S, group_batches
 from .settings import TransferSettings
 
 SCHEDULES = ("cosine", "step")
@@ -72,7 +73,8 @@ def train_phase(module: torch.nn.Module, parameters: Iterable[torch.nn.Parameter
     scheduler = make_scheduler(opt, schedule, settings)
     rng = np.random.default_rng(seed)
     losses = []
-    for epoch in range(epochs):
+    bar = tqdm(range(epochs), desc=f"transfer ({schedule})", unit="epoch", delay=PROGRESS_AFTER_S, leave=False)
+    for epoch in bar:
         module.train()  # on_epoch may have evaluated it
         if hook is not None:
             hook.epoch_start(epoch)
@@ -89,6 +91,7 @@ def train_phase(module: torch.nn.Module, parameters: Iterable[torch.nn.Parameter
             epoch_losses.append(float(loss.detach()))
         scheduler.step()
         losses.append(float(np.mean(epoch_losses)))
+        bar.set_postfix(loss=f"{losses[-1]:.4f}", refresh=False)
         if on_epoch is not None:
             on_epoch(epoch, losses[-1])
     module.eval()
