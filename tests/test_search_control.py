@@ -50,10 +50,56 @@ def _tune(tiny_cnn, host_platform, measurer, tmp_path, cost_model, name, trials,
 def test_controller_ends_settled_tasks_under_the_gradient_scheduler(tiny_cnn, host_platform, measurer, tmp_path):
     from tvm.s_tir import meta_schedule as ms
 
-    # every task counts as settled after two batches (any CV is below 1e9): each is ended in turn
-    result = _tune(tiny_cnn, host_platform, measurer, tmp_path, ms.cost_model.RandomModel(seed=0), "random",
-                   trials=200, controller=ControllerSettings(window=2, cv_threshold=1e9))
+    from tcl.tvm.draft import DraftSettings
+
+    # every task counts as settled after two batches (any CV is below 1e9): each is ended in turn; the
+    # name's modifiers switch both the controller and the draft on (their settings say enabled: false)
+    result = _tune(tiny_cnn, host_platform, measurer, tmp_path, ms.cost_model.RandomModel(seed=0),
+                   "random+draft+moses", trials=64, controller=ControllerSettings(window=2, cv_threshold=1e9),
+                   draft=DraftSettings(population=48, verify=8))
     assert result.tasks >= 2
     assert len(result.stopped_tasks) >= result.tasks - 1, result.stopped_tasks
-    assert result.trials < 200  # the budget is not spent on tasks that stopped moving
+    assert result.trials < 64  # the budget is not spent on tasks that stopped moving
     assert math.isfinite(result.final_estimate)
+
+
+def test_draft_verifies_only_psa_top_candidates(params, host_platform):
+    import numpy as np
+    from tvm.s_tir import meta_schedule as ms
+
+    from tcl.tvm.draft import DraftThenVerify
+    from tcl.tvm.psa import make_analyzer
+    from tcl.tvm.timed import TimedCostModel
+    from test_psa import _matmul
+
+    mods = [_matmul(128, tile, vector) for tile in (8, 16, 32, 64, 128) for vector in (0, 8)]
+    args = ms.arg_info.ArgInfo.from_prim_func(mods[0]["main"])
+    candidates = [ms.MeasureCandidate(ms_schedule(m), args) for m in mods]
+    psa = make_analyzer(host_platform, params)
+    inner = TimedCostModel(ms.cost_model.RandomModel(seed=0))
+    context = ms.TuneContext(mod=mods[0], target=host_platform.tvm_target(), num_threads=1)
+    scores = DraftThenVerify(inner, psa, verify=4).predict(context, candidates)
+    assert inner.predicted == 4  # the learned model saw only the drafted top 4
+    draft_order = np.argsort(-psa.scores(mods), kind="stable")
+    top, rest = draft_order[:4], draft_order[4:]
+    assert scores[rest].max() < scores[top].min() and (scores >= 0).all()
+    assert (np.diff(scores[rest]) < 0).all()  # the rest keep PSA's order
+
+
+def ms_schedule(mod):
+    import tvm
+
+    return tvm.s_tir.Schedule(mod)
+
+
+def test_names_carry_search_modifiers():
+    from tcl.tvm.names import parse_cost_model
+
+    spec = parse_cost_model("tcl+moa+draft+moses")
+    assert (spec.base, spec.adaptation, spec.draft, spec.moses) == ("tcl", "moa", True, True)
+    assert parse_cost_model("tcl+draft").adaptation == "frozen"
+    assert parse_cost_model("xgb+moses").builtin and parse_cost_model("xgb+moses").moses
+    assert not parse_cost_model("pretrained_xgb+boost").draft
+    for bad in ("tcl+moa+ft", "xgb+moa+draft", "tcl+draft+warp", "draft", "tcl+draft+draft"):
+        with pytest.raises(ValueError, match="tune.cost_models"):
+            parse_cost_model(bad)

@@ -1,12 +1,15 @@
-"""What a name in `tune.cost_models` means: TVM's built-in model, or a learned one and how it adapts.
+"""What a name in `tune.cost_models` means: TVM's built-in model, or a learned one and how it adapts,
+and the search modifiers that go with either.
 
     xgb, random              TVM's own cost models (xgb learns each task from scratch)
     tcl, tenset_mlp, ckd     a registered model, frozen while tuning
     tcl+moa, tenset_mlp+ft   ... adapting online (tcl.tvm.online: ft, moa)
     pretrained_xgb+boost     the registered `<prefix>-xgb-<platform>` growing per-task trees
+    ...+draft                PSA drafts, the model verifies the top candidates (tcl.tvm.draft)
+    ...+moses                tasks stop being measured once they settle (tcl.tvm.controller)
 
-`pretrained_xgb` is the tuning name of the train stage's `xgb` model: "xgb" alone is
-TVM's xgb, the baseline every table compares with.
+e.g. `tcl+moa+draft+moses`, `xgb+draft`. `pretrained_xgb` is the tuning name of the train stage's
+`xgb` model: "xgb" alone is TVM's xgb, the baseline every table compares with.
 """
 
 from __future__ import annotations
@@ -15,33 +18,46 @@ from dataclasses import dataclass
 
 BUILTIN_COST_MODELS = ("xgb", "random")
 REGISTERED_AS = {"pretrained_xgb": "xgb"}  # tuning name -> the registered model's name
+MODIFIERS = ("draft", "moses")
 
 
 @dataclass(frozen=True)
 class CostModelName:
-    name: str          # as written: "tcl+moa"
-    base: str          # the learned model as the tuning stage names it: "tcl", "pretrained_xgb"
+    name: str          # as written: "tcl+moa+draft"
+    base: str          # the model as the tuning stage names it: "tcl", "pretrained_xgb", "xgb"
     registered: str    # its registered model's name: "tcl", "xgb"
     adaptation: str    # "frozen", "ft", "moa", "boost"; "" for TVM's built-ins
+    modifiers: tuple[str, ...] = ()  # search modifiers, in MODIFIERS order
 
     @property
     def builtin(self) -> bool:
-        return self.name in BUILTIN_COST_MODELS
+        return self.base in BUILTIN_COST_MODELS
+
+    @property
+    def draft(self) -> bool:
+        return "draft" in self.modifiers
+
+    @property
+    def moses(self) -> bool:
+        return "moses" in self.modifiers
 
 
 def parse_cost_model(name: str) -> CostModelName:
-    """Split `name` into model and adaptation; ValueError naming the valid forms."""
+    """Split `name` into model, adaptation and modifiers; ValueError naming the valid forms."""
     from .online import ADAPTERS
 
-    if name in BUILTIN_COST_MODELS:
-        return CostModelName(name, name, name, "")
-    base, _, adaptation = name.partition("+")
-    adaptation = adaptation or "frozen"
-    if not base or adaptation not in ADAPTERS:
+    base, *rest = name.split("+")
+    modifiers = tuple(m for m in MODIFIERS if m in rest)
+    adaptations = [t for t in rest if t not in MODIFIERS]
+    if not base or len(adaptations) > 1 or any(a not in ADAPTERS for a in adaptations) \
+            or len(modifiers) + len(adaptations) != len(rest) or base in MODIFIERS:
         raise ValueError(f"tune.cost_models: {name!r} is not a cost model name; use one of {BUILTIN_COST_MODELS} "
                          f"(TVM's), or a learned model optionally followed by +<adaptation> with adaptation in "
-                         f"{sorted(ADAPTERS)}, e.g. 'tcl+moa' or 'pretrained_xgb+boost'")
+                         f"{sorted(ADAPTERS)}, either optionally followed by +<modifier> with modifier in "
+                         f"{list(MODIFIERS)}, e.g. 'tcl+moa', 'pretrained_xgb+boost', 'tcl+moa+draft+moses'")
     if base in BUILTIN_COST_MODELS:
-        raise ValueError(f"tune.cost_models: {name!r}: TVM's {base} does not take +{adaptation} "
-                         "(a pretrained XGB is 'pretrained_xgb+boost')")
-    return CostModelName(name, base, REGISTERED_AS.get(base, base), adaptation)
+        if adaptations:
+            raise ValueError(f"tune.cost_models: {name!r}: TVM's {base} does not take +{adaptations[0]} "
+                             "(a pretrained XGB is 'pretrained_xgb+boost')")
+        return CostModelName(name, base, base, "", modifiers)
+    return CostModelName(name, base, REGISTERED_AS.get(base, base), (adaptations or ["frozen"])[0], modifiers)

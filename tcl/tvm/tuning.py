@@ -16,7 +16,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from .names import BUILTIN_COST_MODELS
+from .names import BUILTIN_COST_MODELS, parse_cost_model
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +47,10 @@ class TuningResult:
 
 
 def make_builtin_cost_model(name: str, seed: int, num_tuning_cores: int):
-    """TVM's own cost models by short name (the baselines)."""
+    """TVM's own cost models by short name (the baselines; search modifiers such as +draft are tune_network's)."""
     from tvm.s_tir import meta_schedule as ms
+
+    name = parse_cost_model(name).base if name.split("+")[0] in BUILTIN_COST_MODELS else name
 
     if name == "xgb":
         return ms.cost_model.XGBModel(extractor=ms.feature_extractor.PerStoreFeature(),
@@ -111,15 +113,25 @@ def tune_contexts(relax_mod, platform, work_dir: str | Path, seed: int, search: 
 def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_name: str, trials: int,
                  work_dir: str | Path, seed: int = 0, num_trials_per_iter: int = 16,
                  runner_cfg: dict | None = None, progress: bool = True, resume: bool = False,
-                 measurer=None, search: SearchSettings | None = None, controller=None) -> TuningResult:
+                 measurer=None, search: SearchSettings | None = None, controller=None, draft=None,
+                 params: dict | None = None) -> TuningResult:
     """Tune every task of `relax_mod` (a fused Relax module) for `trials` measurements in total.
 
     A run starts from an empty `work_dir` (its database included) unless `resume`: a database
     left by an earlier run would warm-start the search, and the curve would not be this run's.
     Trials are timed by `measurer`, or by the one `make_measurer` gives for `runner_cfg`
     (here, or on the platform's board over RPC). `controller` (tcl.tvm.controller.ControllerSettings)
-    stops measuring tasks whose best latency has settled, leaving their trials to the others.
+    stops measuring tasks whose best latency has settled, leaving their trials to the others; `draft`
+    (tcl.tvm.draft.DraftSettings) has PSA draft and `cost_model` verify. Each is on when its settings say
+    `enabled` or `cost_model_name` carries its modifier (+moses, +draft: tcl.tvm.names); `params` gives
+    PSA's knobs (params.yaml tune.psa).
     """
+    import dataclasses
+
+    from .controller import ControllerSettings
+    from .draft import DraftSettings, DraftThenVerify
+    from .psa import make_analyzer
+
     from tvm.s_tir import meta_schedule as ms
 
     from ..collect.measure import make_measurer
@@ -137,6 +149,13 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     if not resume:
         shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir(parents=True, exist_ok=True)
+    spec = parse_cost_model(cost_model_name)
+    controller = controller or ControllerSettings()
+    controller = controller if (controller.enabled or spec.moses) else None
+    draft = draft or DraftSettings()
+    if draft.enabled or spec.draft:
+        search = dataclasses.replace(search or SearchSettings(), population=draft.population)
+        cost_model = DraftThenVerify(cost_model, make_analyzer(platform, params), draft.verify)
     stopped: list[str] = []
     contexts, weights = tune_contexts(relax_mod, platform, work_dir, seed, search, network, controller, stopped)
     first_round = len(contexts) * num_trials_per_iter
@@ -169,4 +188,4 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
                         cost_model_seconds=timed.seconds, curve=curve.points, database=database,
                         stopped_tasks=list(stopped),
                         work_dir=str(work_dir), feature_cache_hit_rate=getattr(
-                            getattr(cost_model, "features", None), "hit_rate", None))
+                            getattr(getattr(cost_model, "inner", cost_model), "features", None), "hit_rate", None))

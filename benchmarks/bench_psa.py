@@ -1,0 +1,155 @@
+"""How well PSA (tcl.tvm.psa) ranks measured programs without a learned model: the held-out test split.
+
+For each platform, every test-split program's schedule is rebuilt from its trace (as
+tcl.features.per_store does) and PSA estimates its latency. Printed and written to
+reports/psa/<platform>.json + .md: pairwise accuracy and top-1 / top-5 (TCL eq. 12, as
+tcl.train.evaluate computes them) for PSA and for a random scorer (20 seeds), and the recall of
+each task's true top-5 programs within PSA's top 512 and top 25% (the share a draft hands on).
+
+    taskset -c 0 python benchmarks/bench_psa.py --platforms zen4-avx512-1c [--max-tasks 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+
+def data_version(records: Path) -> str:
+    """The md5 dvc.lock records for the records directory (what `dvc repro` built from), or 'unknown'."""
+    import yaml
+
+    lock = REPO / "dvc.lock"
+    if not lock.exists():
+        return "unknown"
+    want = records.relative_to(REPO)
+    for stage in (yaml.safe_load(lock.read_text()).get("stages") or {}).values():
+        for out in stage.get("outs", []) + stage.get("deps", []):
+            if Path(out.get("path", "")) == want:
+                return str(out.get("md5", "unknown"))
+    return "unknown"
+
+
+def psa_scores(table, store_root: Path, platform, params) -> np.ndarray:
+    """PSA's score of every row (NaN where the trace does not replay), one task at a time."""
+    import tvm
+
+    from tcl.features.per_store import replay, workload_dir
+    from tcl.tvm.psa import make_analyzer
+
+    psa = make_analyzer(platform, params)
+    keys = np.asarray(table.column("task_key").to_pylist())
+    programs = table.column("program").to_pylist()
+    scores = np.full(len(keys), np.nan)
+    for key in dict.fromkeys(keys.tolist()):
+        rows = np.flatnonzero(keys == key)
+        mod = tvm.ir.load_json((workload_dir(store_root, platform.name) / f"{key}.json").read_text())
+        candidates, _ = replay(mod, [programs[i] for i in rows])
+        for i, c in zip(rows, candidates):
+            if c is not None:
+                scores[i] = psa.scores([c.sch.mod])[0]
+    return scores
+
+
+def recall(split, scores: np.ndarray, share: float | None, count: int | None) -> float:
+    """Mean over tasks of the share of the task's 5 fastest programs inside PSA's top programs."""
+    frame = pd.DataFrame({"g": split["group"], "lat": np.where(split["label"] > 0, split["mean_sec"], np.inf),
+                          "s": np.nan_to_num(scores, nan=-np.inf)})
+    hits = []
+    for _, task in frame.groupby("g"):
+        ok = task[np.isfinite(task["lat"])]
+        if len(ok) < 5:
+            continue
+        keep = count if count is not None else max(1, int(np.ceil(share * len(task))))
+        drafted = set(task.sort_values("s", ascending=False, kind="stable").index[:keep])
+        hits.append(len(drafted & set(ok.nsmallest(5, "lat").index)) / 5)
+    return float(np.mean(hits)) if hits else float("nan")
+
+
+def evaluate(platform_name: str, params, max_tasks: int) -> dict:
+    from tcl.data.splits import split_tables, task_networks_of
+    from tcl.data.store import RecordStore
+    from tcl.platforms import get_platform
+    from tcl.train.evaluate import EvalSettings, random_scorer_metrics, ranking_metrics
+
+    records = REPO / "data" / "records"
+    platform = get_platform(params, platform_name)
+    table = RecordStore(records).read(platform_name)
+    test = split_tables(table, params, task_networks_of(records))["test"]
+    tasks = list(dict.fromkeys(test.column("task_key").to_pylist()))
+    if max_tasks:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        test = test.filter(pc.is_in(test.column("task_key"), pa.array(tasks[:max_tasks])))
+    start = time.perf_counter()
+    scores = psa_scores(test, records, platform, params)
+    seconds = time.perf_counter() - start
+    net = np.asarray(test.column("network").to_pylist())
+    key = np.asarray(test.column("task_key").to_pylist())
+    split = {"label": np.asarray(test.column("label").to_pylist(), dtype=float),
+             "mean_sec": np.asarray([v if v is not None else np.nan for v in test.column("mean_sec").to_pylist()]),
+             "network": net, "task_key": key, "task_weight": np.asarray(test.column("task_weight").to_pylist(), float),
+             "group": pd.factorize(pd.Series(net) + "/" + pd.Series(key))[0]}
+    settings = EvalSettings(bootstrap=0)
+    psa = ranking_metrics(split, np.nan_to_num(scores, nan=-1e9), settings=settings)
+    rand = random_scorer_metrics(split, settings=settings)
+    return {"platform": platform_name, "tasks": int(len(set(zip(net, key)))), "programs": int(len(key)),
+            "unreplayed": int(np.isnan(scores).sum()), "psa_seconds_per_program": seconds / max(len(key), 1),
+            "psa": {m: psa[m] for m in ("pairwise_accuracy", "top1_ratio_of_sums", "top5_ratio_of_sums")},
+            "random": {m: rand[m] for m in ("pairwise_accuracy", "top1_ratio_of_sums", "top5_ratio_of_sums")},
+            "recall_top5_in_psa_top512": recall(split, scores, None, 512),
+            "recall_top5_in_psa_top25pct": recall(split, scores, 0.25, None),
+            "programs_per_task_max": int(pd.Series(split["group"]).value_counts().max())}
+
+
+def table_lines(results: list[dict]) -> list[str]:
+    lines = ["| platform | tasks | programs | scorer | pairwise acc | top-1 | top-5 | recall top-5 in top-512 | "
+             "recall top-5 in top-25% |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        for name in ("psa", "random"):
+            m = r[name]
+            rec = (f"{r['recall_top5_in_psa_top512']:.3f} | {r['recall_top5_in_psa_top25pct']:.3f}"
+                   if name == "psa" else "- | -")
+            lines.append(f"| {r['platform']} | {r['tasks']} | {r['programs']} | {name} | {m['pairwise_accuracy']:.3f} | "
+                         f"{m['top1_ratio_of_sums']:.3f} | {m['top5_ratio_of_sums']:.3f} | {rec} |")
+    return lines
+
+
+def main(argv=None) -> None:
+    from tcl.config import load_params
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--platforms", nargs="+", default=["zen4-avx512-1c"])
+    ap.add_argument("--max-tasks", type=int, default=0, help="first N test tasks only (0 = all)")
+    ap.add_argument("--out", default=str(REPO / "reports" / "psa"))
+    args = ap.parse_args(argv)
+    params = load_params(REPO / "params.yaml")
+    command = "python benchmarks/bench_psa.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    results = [evaluate(p, params, args.max_tasks) for p in args.platforms]
+    lines = table_lines(results)
+    print("\n".join(lines))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    version = data_version(REPO / "data" / "records")
+    for r in results:
+        r.update(data_version=version, command=command)
+        (out / f"{r['platform']}.json").write_text(json.dumps(r, indent=2))
+        (out / f"{r['platform']}.md").write_text(
+            f"# PSA ranking on {r['platform']} (test split)\n\nData version (dvc.lock md5 of data/records): "
+            f"{version}\n\nCommand: `{command}`\n\n" + "\n".join(table_lines([r])) +
+            f"\n\nPSA: {r['psa_seconds_per_program'] * 1e3:.2f} ms per program (replay + analysis); "
+            f"{r['unreplayed']} programs did not replay; up to {r['programs_per_task_max']} programs per task.\n")
+
+
+if __name__ == "__main__":
+    main()

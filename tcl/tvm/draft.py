@@ -1,0 +1,76 @@
+"""Pruner's draft-then-verify inside MetaSchedule's search: PSA drafts, the learned model verifies.
+
+The evolutionary search scores its whole population with the cost model. Wrapped here, PSA
+(tcl.tvm.psa) ranks every candidate first and the inner model scores only the `verify` best of
+them (the paper verifies ~512 of ~8,000); the rest get scores below every verified one, in PSA's
+order, so the search still prefers the drafted candidates. Updates go to the inner model, so any
+cost model works inside: a registered one adapting online, TVM's XGB, the random model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.cost_model import PyCostModel
+
+
+@dataclass(frozen=True)
+class DraftSettings:
+    """`tune.draft` of params.yaml (`enabled` turns it on for every cost model; `+draft` for one)."""
+
+    enabled: bool = False
+    population: int = 2048   # the search's population while drafting (PSA is cheap: explore more)
+    verify: int = 256        # candidates of each scoring call the learned model sees
+
+    def __post_init__(self):
+        if self.verify < 1 or self.population < self.verify:
+            raise ValueError(f"params.yaml tune.draft: need 1 <= verify <= population, got verify={self.verify}, "
+                             f"population={self.population}")
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> "DraftSettings":
+        cfg = dict(((params.get("tune") or {}).get("draft")) or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(cfg) - known)
+        if unknown:
+            raise ValueError(f"params.yaml tune.draft: unknown key(s) {unknown}; known: {sorted(known)}")
+        return cls(**cfg)
+
+
+@derived_object
+class DraftThenVerify(PyCostModel):
+    """Scores with `inner` only the `verify` candidates PSA (`analyzer`) estimates fastest."""
+
+    def __init__(self, inner, analyzer, verify: int):
+        super().__init__()
+        self.inner, self.analyzer, self.verify = inner, analyzer, int(verify)
+        self.drafted = self.verified = 0
+
+    def load(self, path: str) -> None:
+        self.inner.load(path)
+
+    def save(self, path: str) -> None:
+        self.inner.save(path)
+
+    def update(self, context, candidates, results) -> None:
+        self.inner.update(context, candidates, results)
+
+    def predict(self, context, candidates) -> np.ndarray:
+        n = len(candidates)
+        self.drafted += n
+        if n <= self.verify:
+            self.verified += n
+            return np.asarray(self.inner.predict(context, candidates), dtype="float64")
+        order = np.argsort(-self.analyzer.scores([c.sch.mod for c in candidates]), kind="stable")
+        top, rest = order[:self.verify], order[self.verify:]
+        verified = np.asarray(self.inner.predict(context, [candidates[i] for i in top]), dtype="float64")
+        self.verified += len(top)
+        out = np.empty(n, dtype="float64")
+        out[top] = verified
+        # below the lowest verified score, still non-negative (the search samples parents in proportion)
+        low = max(float(verified.min()), 0.0)
+        out[rest] = 0.5 * low * (1.0 - np.arange(len(rest)) / len(rest))
+        return out
