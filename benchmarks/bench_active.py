@@ -38,7 +38,8 @@ from tcl.sampling.active import candidate_pool, measured_labels, sample_active  
 from tcl.sampling.scorer import relabel_within  # noqa: E402
 from tcl.sampling.settings import SamplingSettings  # noqa: E402
 from tcl.train.evaluate import ranking_metrics  # noqa: E402
-from tcl.train.loop import TrainConfig, fit, predict  # noqa: E402
+from tcl.train.loop import TrainConfig, fit  # noqa: E402
+from tcl.models.base import predict  # noqa: E402
 
 
 def held_out(pool, labels, rows, test, params, model_name, seed) -> dict[str, float]:

@@ -69,7 +69,8 @@ def train_cell(model_name: str, x_train: np.ndarray, train: dict[str, np.ndarray
                seed: int) -> tuple[np.ndarray, float]:
     """(test scores, training seconds) of one model trained on `rows` of the training split."""
     from tcl.models import build_model
-    from tcl.train.loop import TrainConfig, fit, predict
+    from tcl.train.loop import TrainConfig, fit
+    from tcl.models.base import predict
 
     cfg = params["train"]
     hparams = dict((cfg.get("hparams") or {}).get(model_name) or {})

@@ -100,7 +100,8 @@ def train_torch(name: str, x: dict[str, np.ndarray], split_arrays: dict[str, dic
 
     from tcl.models import build_model, param_count, size_on_disk
     from tcl.train.evaluate import ranking_metrics
-    from tcl.train.loop import fit, predict
+    from tcl.train.loop import fit
+    from tcl.models.base import predict
 
     torch.manual_seed(tcfg.seed)
     model = build_model(name, feat_dim=feat_dim, seq_len=seq_len, **hparams)
@@ -120,7 +121,7 @@ def train_torch(name: str, x: dict[str, np.ndarray], split_arrays: dict[str, dic
 def train_xgb(x: dict[str, np.ndarray], split_arrays: dict[str, dict], eval_name: str, rounds: int, seed: int,
               infer_batch: int) -> dict[str, Any]:
     from tcl.train.evaluate import ranking_metrics
-    from tcl.train.xgb_baseline import XGBConfig, XGBRanker
+    from tcl.models.xgb_ranker import XGBConfig, XGBRanker
 
     train = split_arrays["train"]
     start = time.perf_counter()

@@ -37,7 +37,7 @@ from tcl.features.dataset import load_split, load_tokenizer  # noqa: E402
 from tcl.models import param_count  # noqa: E402
 from tcl.platforms import load_platforms  # noqa: E402
 from tcl.train.evaluate import random_scorer_metrics, ranking_metrics  # noqa: E402
-from tcl.train.loop import predict  # noqa: E402
+from tcl.models.base import predict  # noqa: E402
 from tcl.transfer import Monitor, PlatformData, TransferSettings, make_method  # noqa: E402
 from tcl.transfer.forgetting import plot_forgetting  # noqa: E402
 from tcl.transfer.stage import target_sample  # noqa: E402

@@ -38,7 +38,8 @@ from tcl.sampling.offline import sample_offline  # noqa: E402
 from tcl.sampling.scorer import relabel_within  # noqa: E402
 from tcl.sampling.settings import SamplingSettings  # noqa: E402
 from tcl.train.evaluate import ranking_metrics  # noqa: E402
-from tcl.train.loop import TrainConfig, fit, predict  # noqa: E402
+from tcl.train.loop import TrainConfig, fit  # noqa: E402
+from tcl.models.base import predict  # noqa: E402
 
 METRICS = ("top1_ratio_of_sums", "top5_ratio_of_sums", "top1_mean_per_network", "top5_mean_per_network")
 _DATA: dict = {}

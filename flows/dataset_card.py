@@ -8,7 +8,7 @@ from flows import _env  # noqa: F401  (closed-network defaults before Prefect lo
 from prefect import flow, get_run_logger
 
 from tcl.data.card import dataset_card, write_card
-from tcl.headline import write_headline
+from tcl.tracking.headline import write_headline
 
 
 @flow(name="dataset-card", log_prints=True)

@@ -13,7 +13,7 @@ from prefect import flow, get_run_logger
 from tcl.config import load_params
 from tcl.data.store import atomic_write_bytes
 from tcl.data.tuning_dbs import ingest_tuning_databases
-from tcl.headline import write_headline
+from tcl.tracking.headline import write_headline
 
 REPORT = Path("reports/tuning_ingest.json")  # a metric, not in the store: a rerun that finds nothing new changes no data
 

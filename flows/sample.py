@@ -24,7 +24,7 @@ from flows._tasks import content_key, retry_options
 from tcl.config import load_params
 from tcl.data.store import atomic_write_bytes
 from tcl.features.dataset import load_split, load_tokenizer
-from tcl.headline import write_headline
+from tcl.tracking.headline import write_headline
 from tcl.platforms import get_platform
 from tcl.sampling.offline import sample_offline, save_sample
 from tcl.sampling.rounds import SampleRun

@@ -9,7 +9,7 @@ from prefect.cache_policies import NO_CACHE
 
 from flows._tasks import retry_options
 from tcl.config import load_params
-from tcl.headline import write_headline
+from tcl.tracking.headline import write_headline
 from tcl.platforms import get_platform
 from tcl.train.pipeline import train_platform
 

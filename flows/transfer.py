@@ -8,7 +8,7 @@ from flows import _env  # noqa: F401  (closed-network defaults before Prefect lo
 from prefect import flow, get_run_logger
 
 from tcl.config import load_params
-from tcl.headline import write_headline
+from tcl.tracking.headline import write_headline
 from tcl.transfer.stage import run_stage
 
 

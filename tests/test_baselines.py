@@ -14,8 +14,9 @@ from tcl.features.per_store import FEATURE_DIM, PerStoreCache, pad_stores, per_s
     workload_dir
 from tcl.models import build_model
 from tcl.models.metrics import pairwise_accuracy
-from tcl.train.loop import TrainConfig, fit, predict
-from tcl.train.xgb_baseline import XGBConfig, XGBRanker
+from tcl.train.loop import TrainConfig, fit
+from tcl.models.base import predict
+from tcl.models.xgb_ranker import XGBConfig, XGBRanker
 
 from conftest import toy_matmul_task
 
@@ -131,7 +132,7 @@ def test_tenset_mlp_bundle_is_a_metaschedule_cost_model_that_sees_its_training_f
     from tvm.s_tir import meta_schedule as ms
 
     from tcl.features.per_store import PerStoreFeaturizer, context, replay
-    from tcl.train.bundle import ModelBundle
+    from tcl.models.bundle import ModelBundle
     from tcl.tvm.cost_model import LearnedCostModel
     from tcl.tvm.online import OnlineSettings
 

@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pyarrow.parquet as pq
 
-from tcl.collect.catalog import base_network, interleave, pick_tasks, workload_instances
+from tcl.collect.catalog import interleave, pick_tasks, workload_instances
+from tcl.workloads.inputs import base_network
 from tcl.data.schema import records_to_table
 from tcl.data.store import RecordStore
 

@@ -9,7 +9,7 @@ import pytest
 from tcl.features.tokenizer import Tokenizer
 from tcl.models import build_model
 from tcl.platforms import load_platforms, require_device
-from tcl.train.bundle import ModelBundle
+from tcl.models.bundle import ModelBundle
 
 from test_foundation import TRACE
 

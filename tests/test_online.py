@@ -16,8 +16,8 @@ from tcl.data.store import RecordStore
 from tcl.features.per_store import PerStoreFeaturizer, pad_stores, per_store_features, workload_dir
 from tcl.models import build_model
 from tcl.models.metrics import pairwise_accuracy
-from tcl.train.bundle import ModelBundle
-from tcl.train.loop import predict
+from tcl.models.bundle import ModelBundle
+from tcl.models.base import predict
 from tcl.tvm.online import OnlineSettings, make_adapter
 
 from conftest import toy_matmul_task

@@ -26,8 +26,9 @@ from conftest import REPO
 from tcl import tracking
 from tcl.features.tokenizer import Tokenizer
 from tcl.models import build_model
-from tcl.train.bundle import ModelBundle
-from tcl.train.loop import TrainConfig, fit, predict
+from tcl.models.bundle import ModelBundle
+from tcl.train.loop import TrainConfig, fit
+from tcl.models.base import predict
 from tcl.train.promotion import ValidationInputs, decide, held_out_top1, promote
 
 PLATFORM = "local-1c"
@@ -330,8 +331,8 @@ from tcl import tracking
 from tcl.config import load_params
 from tcl.platforms import get_platform
 import tcl.data.validate, tcl.features.dataset, tcl.sampling.rounds, tcl.transfer.tracked
-from tcl.train.bundle import ModelBundle
-from tcl.train.loop import predict
+from tcl.models.bundle import ModelBundle
+from tcl.models.base import predict
 from tcl.train.pipeline import train_one
 
 params = load_params("params.yaml")

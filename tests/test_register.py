@@ -21,8 +21,8 @@ from tcl import tracking
 from tcl.features.tokenizer import Tokenizer
 from tcl.models import build_model
 from tcl.records import pipeline_records
-from tcl.train.bundle import ModelBundle
-from tcl.train.loop import predict
+from tcl.models.bundle import ModelBundle
+from tcl.models.base import predict
 
 P = "local-1c"
 ROWS, COLS = 4, 8

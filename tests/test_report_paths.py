@@ -75,7 +75,7 @@ REPORTS = {"ingest_tuning": "reports/tuning_ingest.json", "validate": "reports/v
 def test_dvc_metrics_are_a_few_headline_figures_per_stage(tmp_path):
     """Every stage's dvc.yaml metrics file is its headline file (reports/metrics/), and the headline
     figures of the committed reports are a few numbers per stage: a table of ~20 columns, not 600."""
-    from tcl.headline import HEADLINES, write_headline
+    from tcl.tracking.headline import HEADLINES, write_headline
 
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     declared = {name: [next(iter(m)) for m in (stage.get("do", stage).get("metrics") or [])]

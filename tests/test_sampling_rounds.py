@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from tcl.sampling import make_sampler
-from tcl.sampling.offline import restrict_to_sample, sample_offline, save_sample
+from tcl.sampling.offline import sample_offline, save_sample
+from tcl.train.inputs import restrict_to_sample
 from tcl.sampling.rounds import Predictions, sample_rounds
 from tcl.sampling.scorer import ModelScorer, relabel_within
 from tcl.sampling.settings import SamplingSettings

@@ -15,7 +15,7 @@ import torch
 
 from tcl.models import build_model
 from tcl.models.metrics import pairwise_accuracy
-from tcl.train.loop import predict
+from tcl.models.base import predict
 from tcl.transfer import Monitor, PlatformData, TransferSettings, make_method
 from tcl.transfer.ckd import ContinualDistillation
 from tcl.transfer.distill import batch_confidence, teacher_labels
@@ -104,7 +104,7 @@ def test_laterals_feed_the_kb_into_the_ac_and_alpha_learns():
 
 def test_ckd_bundle_rebuilds_by_name(tmp_path):
     from tcl.features.tokenizer import Tokenizer
-    from tcl.train.bundle import ModelBundle
+    from tcl.models.bundle import ModelBundle
 
     model = ckd_model()
     tokenizer = Tokenizer(rows=ROWS - 1, cols=COLS).fit([[{"kind": "Split", "nums": [1.0], "strs": []}]], [[1.0]])

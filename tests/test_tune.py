@@ -131,7 +131,7 @@ def test_tensor_intrinsics_load_with_the_light_stack_and_inspect_is_restored():
     """The fast intrinsics import sees the same frames, lines and locals as `inspect.stack()`."""
     import inspect
 
-    from tcl.tvm.intrinsics import _light_stack, load_tensor_intrinsics
+    from tcl.collect.intrinsics import _light_stack, load_tensor_intrinsics
 
     marker = "local seen through the stack"  # noqa: F841
     light, full = _light_stack(), inspect.stack()

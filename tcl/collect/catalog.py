@@ -31,7 +31,7 @@ from typing import Any
 
 from ..data.store import RecordStore
 from ..workloads import Task
-from ..workloads.inputs import SIZE_KEYS, Size, size_label, sizes_for
+from ..workloads.inputs import SIZE_KEYS, Size, instance_name, sizes_for
 from ..workloads.networks import input_kind
 
 log = logging.getLogger(__name__)
@@ -44,15 +44,6 @@ class CatalogTask:
     task: Task
     networks: dict[str, int]  # "resnet50@224" -> weight in that instance
     tier: int = 0             # 0: `networks`; 1: `extra_networks` (measured with `extra_pool_size`)
-
-
-def instance_name(network: str, size: Size) -> str:
-    return f"{network}@{size_label(size)}"
-
-
-def base_network(instance: str) -> str:
-    """`resnet50@224` -> `resnet50` (names without a size are returned as they are)."""
-    return instance.split("@", 1)[0]
 
 
 def workload_instances(cfg: dict[str, Any], tier: int = 0) -> list[tuple[str, Size]]:

@@ -36,7 +36,7 @@ def pin_to_cpus(cpus: tuple[int, ...] | None) -> None:
 def builder_worker_init(cpus: tuple[int, ...] | None = None) -> None:
     """Builder worker start-up: pin it, then import the tensor intrinsics. Building a candidate
     that uses one imports them; at start-up that has no timeout, inside a build it would."""
-    from ..tvm.intrinsics import load_tensor_intrinsics
+    from .intrinsics import load_tensor_intrinsics
 
     pin_to_cpus(cpus)
     load_tensor_intrinsics()

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from ..collect.catalog import base_network
+from ..workloads.inputs import base_network
 from .footprint import RAW_OUTPUTS, footprint
 from .store import RecordStore
 

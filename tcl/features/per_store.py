@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..data.store import atomic_write_npz
+from .kinds import PER_STORE, register_featurizer
 
 log = logging.getLogger(__name__)
 
@@ -284,6 +285,7 @@ def per_store_splits(platform: str, validated: str | Path, store_root: str | Pat
     return feats, summary
 
 
+@register_featurizer
 class PerStoreFeaturizer:
     """The model input of Tenset-MLP for MetaSchedule candidates: TVM's own extractor, padded stores.
 
@@ -293,7 +295,8 @@ class PerStoreFeaturizer:
     has to be wide enough for the batch at hand.
     """
 
-    input_kind = "per_store"
+    input_kind = PER_STORE
+    file_name = "per_store.json"  # in a model bundle (tcl.models.bundle)
     lowers_programs = True  # each candidate is lowered to extract it: worth caching (tcl.tvm.cost_model)
 
     def __init__(self, max_stores: int = 1):

@@ -57,6 +57,7 @@ import numpy as np
 
 from tcl.data.store import atomic_write_bytes
 from tcl.features.hardware import HardwareNormalizer, slog1p
+from tcl.features.kinds import TOKENS, register_featurizer
 
 FORMAT = "tcl.features.tokenizer/1"
 PAD_ID, UNK_ID = 0, 1  # token ids of kinds and strings; known tokens start at 2
@@ -78,10 +79,12 @@ def _by_frequency(counts: Counter) -> list[str]:
     return [k for k, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
+@register_featurizer
 class Tokenizer:
     """Fitted vocabularies + scales; `transform` turns step lists into feature matrices."""
 
-    input_kind = "tokens"  # what a bundle's model reads (see tcl.train.bundle)
+    input_kind = TOKENS
+    file_name = "tokenizer.json"  # in a model bundle (tcl.models.bundle)
 
     def __init__(self, rows: int = 25, cols: int = 22, kind_cols: int | None = None,
                  skip_kinds: Iterable[str] = ()):

@@ -29,7 +29,8 @@ from typing import Iterator
 import torch
 import torch.nn as nn
 
-from .tcl_model import SizedModel, TCLModel, mlp
+from .base import CostModel, mlp, register_model
+from .tcl_model import TCLModel
 
 ALPHA_INIT = 0.1
 
@@ -54,7 +55,8 @@ def _linear_layers(stack: nn.Sequential) -> list[tuple[nn.Linear, nn.Module | No
             for i, m in enumerate(mods) if isinstance(m, nn.Linear)]
 
 
-class CKDModel(SizedModel):
+@register_model("ckd_ac")
+class CKDModel(CostModel):
     """KB + AC (two TCLModels) joined by eq. 7's laterals; scores with the AC."""
 
     def __init__(self, feat_dim: int, seq_len: int | None = None, lateral_dim: int = 32, **tcl_hparams):

@@ -12,10 +12,11 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from tcl.models.tcl_model import SizedModel, mlp
+from tcl.models.base import CostModel, mlp, register_model
 
 
-class MLPModel(SizedModel):
+@register_model("mlp")
+class MLPModel(CostModel):
     """Encoder MLP -> residual blocks -> linear score."""
 
     def __init__(

@@ -1,4 +1,4 @@
-"""TCL's Mamba-based cost model (TCL paper §5.2, Fig. 5), plus model-size helpers.
+"""TCL's Mamba-based cost model (TCL paper §5.2, Fig. 5).
 
 Each schedule-primitive row (and the hardware row) is lifted by a small MLP encoder,
 mixed along the sequence by Mamba, mapped to a per-row score by an MLP decoder, and the
@@ -7,62 +7,19 @@ row scores are pooled into one score per program (higher = predicted faster).
 
 from __future__ import annotations
 
-import io
 from typing import Sequence
 
 import torch
 import torch.nn as nn
 
+from tcl.models.base import CostModel, mlp, register_model
 from tcl.models.mamba_block import make_mamba
 
-_ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU}
 POOLINGS = ("sum", "mean", "last")
 
 
-def param_count(module: nn.Module, trainable_only: bool = False) -> int:
-    """Number of scalar parameters (what the papers compare models by)."""
-    return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
-
-
-def size_on_disk(module: nn.Module) -> int:
-    """Bytes of the serialized state_dict (the paper's "0.35 MB" is this kind of number)."""
-    buf = io.BytesIO()
-    torch.save(module.state_dict(), buf)
-    return buf.getbuffer().nbytes
-
-
-class SizedModel(nn.Module):
-    """Shared bits of every cost model: size reporting and its constructor arguments."""
-
-    hparams: dict
-    input_kind = "tokens"  # what it reads: our schedule-primitive tokens, or "per_store" (TVM's features)
-
-    def param_count(self, trainable_only: bool = False) -> int:
-        return param_count(self, trainable_only)
-
-    def size_on_disk(self) -> int:
-        return size_on_disk(self)
-
-    def _check_input(self, x: torch.Tensor, ndim: int = 3) -> None:
-        if x.dim() != ndim or x.shape[-1] != self.feat_dim:
-            want = "(batch, seq_len, feat_dim)" if ndim == 3 else "(batch, feat_dim)"
-            raise ValueError(f"{type(self).__name__} expects {want} with feat_dim="
-                             f"{self.feat_dim}, got shape {tuple(x.shape)}")
-
-
-def mlp(dims: Sequence[int], activation: str, final_activation: bool) -> nn.Sequential:
-    """Stack of Linear layers dims[0] -> ... -> dims[-1] with activations between them."""
-    if activation not in _ACTIVATIONS:
-        raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
-    layers: list[nn.Module] = []
-    for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
-        layers.append(nn.Linear(d_in, d_out))
-        if final_activation or i < len(dims) - 2:
-            layers.append(_ACTIVATIONS[activation]())
-    return nn.Sequential(*layers)
-
-
-class TCLModel(SizedModel):
+@register_model("tcl")
+class TCLModel(CostModel):
     """Encoder -> LayerNorm -> n_layer Mamba -> LayerNorm -> decoder -> pool over rows.
 
     Defaults are the paper's best setting (Table 2: n_layer=1, d_state=8, expand=1,

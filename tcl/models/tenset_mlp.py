@@ -18,15 +18,17 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from tcl.models.tcl_model import SizedModel, mlp
+from tcl.features.kinds import PER_STORE
+from tcl.models.base import CostModel, mlp, register_model
 
 PER_STORE_DIM = 164
 
 
-class TensetMLP(SizedModel):
+@register_model("tenset_mlp")
+class TensetMLP(CostModel):
     """Per-store encoder -> masked sum over stores -> 2 residual layers -> linear score."""
 
-    input_kind = "per_store"
+    input_kind = PER_STORE
 
     def __init__(self, feat_dim: int = PER_STORE_DIM, seq_len: int | None = None, hidden: int = 256,
                  res_blocks: int = 2, activation: str = "relu"):

@@ -13,7 +13,7 @@ from typing import Sequence
 import torch
 import torch.nn as nn
 
-from tcl.models.tcl_model import SizedModel, mlp
+from tcl.models.base import CostModel, mlp, register_model
 
 
 class _SelfAttention(nn.Module):
@@ -54,7 +54,8 @@ class TLPBackbone(nn.Module):
         return self.residual(self.attention(self.upsample(x)))
 
 
-class TLPModel(SizedModel):
+@register_model("tlp")
+class TLPModel(CostModel):
     """TLP: backbone + per-row MLP head, summed over rows into one score per program."""
 
     def __init__(

@@ -1,6 +1,6 @@
 """Pretrained XGBoost on TVM's PerStoreFeature (Tenset's strongest CPU model), as a bundle model.
 
-The trees are `tcl.train.xgb_baseline.XGBRanker`'s (rank:pairwise, query = task, stores
+The trees are `tcl.models.xgb_ranker.XGBRanker`'s (rank:pairwise, query = task, stores
 summed on the input side). Wrapping the booster in an `nn.Module` lets it travel in the
 same bundle, registry entry and MetaSchedule cost model as the neural models: the booster's
 bytes live in a buffer of the state dict, `forward` scores padded (batch, stores, 164)
@@ -16,15 +16,18 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from tcl.models.tcl_model import SizedModel
+from tcl.features.kinds import PER_STORE
+from tcl.models.base import CostModel, register_model
+from tcl.models.xgb_ranker import XGBConfig, XGBRanker, tree_nodes
 
 PER_STORE_DIM = 164
 
 
-class XGBPerStore(SizedModel):
+@register_model("xgb")
+class XGBPerStore(CostModel):
     """Gradient-boosted ranking trees over the per-program sum of PerStoreFeature rows."""
 
-    input_kind = "per_store"
+    input_kind = PER_STORE
     trains_by_gradient = False
 
     def __init__(self, feat_dim: int = PER_STORE_DIM, seq_len: int | None = None, rounds: int = 200,
@@ -61,8 +64,6 @@ class XGBPerStore(SizedModel):
             missing_keys.append(key)
 
     def config(self, seed: int = 0, threads: int = 1):
-        from tcl.train.xgb_baseline import XGBConfig
-
         hp = self.hparams
         return XGBConfig(rounds=int(hp["rounds"]), max_depth=int(hp["max_depth"]), eta=float(hp["eta"]),
                          gamma=float(hp["gamma"]), min_child_weight=float(hp["min_child_weight"]), seed=seed,
@@ -71,8 +72,6 @@ class XGBPerStore(SizedModel):
     def fit_ranker(self, x: np.ndarray, labels: np.ndarray, groups: np.ndarray, seed: int = 0,
                    threads: int = 1) -> "XGBPerStore":
         """Train the trees on padded (N, stores, 164) inputs, labels and task groups."""
-        from tcl.train.xgb_baseline import XGBRanker
-
         ranker = XGBRanker(self.config(seed, threads)).fit(summed(x), labels, groups)
         self.set_booster(ranker.booster)
         return self
@@ -87,14 +86,6 @@ class XGBPerStore(SizedModel):
 
     def param_count(self, trainable_only: bool = False) -> int:
         return tree_nodes(self.booster)
-
-
-def tree_nodes(booster) -> int:
-    """Tree nodes (splits + leaves) of a booster, 0 before training: the closest thing trees have to a
-    parameter count."""
-    if booster is None:
-        return 0
-    return sum(sum(1 for line in tree.splitlines() if line.strip()) for tree in booster.get_dump())
 
 
 def summed(x: np.ndarray) -> np.ndarray:

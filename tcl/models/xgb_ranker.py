@@ -1,4 +1,4 @@
-"""TVM's XGBModel-style baseline: gradient-boosted trees on the per-store-summed PerStoreFeature.
+"""TVM's XGBModel-style ranker: gradient-boosted trees on the per-store-summed PerStoreFeature.
 
 Same inputs as TVM (PerStoreFeature), same labels and task groups as our models. Two
 deliberate differences from TVM's XGBModel, so that the baseline is trained the way our
@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from ..models.xgb_model import tree_nodes
 
 
 @dataclass
@@ -71,3 +70,11 @@ class XGBRanker:
 
     def n_nodes(self) -> int:
         return tree_nodes(self.booster)
+
+
+def tree_nodes(booster) -> int:
+    """Tree nodes (splits + leaves) of a booster, 0 before training: the closest thing trees have to a
+    parameter count."""
+    if booster is None:
+        return 0
+    return sum(sum(1 for line in tree.splitlines() if line.strip()) for tree in booster.get_dump())

@@ -1,4 +1,5 @@
-"""Offline mode: choose from an already-measured pool (the paper's experiments), and read a sample back."""
+"""Offline mode: choose from an already-measured pool (the paper's experiments) and save the picks
+(tcl.train.inputs.restrict_to_sample reads them back for training)."""
 
 from __future__ import annotations
 
@@ -28,13 +29,3 @@ def save_sample(path: str | Path, program_ids: np.ndarray, run: SampleRun, meta:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_npz(Path(path), program_id=np.asarray(program_ids, dtype=str), round=rounds.astype(np.int64),
                      **{f"meta_{k}": np.asarray(v) for k, v in meta.items()})
-
-
-def restrict_to_sample(split: dict[str, np.ndarray], sample_path: str | Path) -> dict[str, np.ndarray]:
-    """The rows of `split` whose program is in the sample file (training on a sampled platform)."""
-    with np.load(sample_path, allow_pickle=False) as data:
-        keep = np.isin(split["program_id"], data["program_id"])
-    if not keep.any():
-        raise ValueError(f"{sample_path}: none of its programs is in this split; the sample is stale "
-                         "(re-run the sample stage after featurize)")
-    return {k: v[keep] for k, v in split.items()}

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from ..models import build_model
-from ..train.loop import TrainConfig, fit, predict
+from ..train.loop import TrainConfig, fit
+from ..models.base import predict
 from .rounds import Predictions
 
 

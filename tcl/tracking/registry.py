@@ -19,7 +19,7 @@ from typing import Any
 import mlflow
 import numpy as np
 
-from ..train.bundle import ModelBundle
+from ..models.bundle import ModelBundle
 from .names import CHALLENGER, CHAMPION, registered_name  # noqa: F401  (re-exported)
 from .provenance import missing_tags
 
@@ -33,7 +33,7 @@ class BundlePyfunc(mlflow.pyfunc.PythonModel):
         self.bundle = ModelBundle.load(context.artifacts["bundle"])
 
     def predict(self, context, model_input, params=None):
-        from ..train.loop import predict
+        from ..models.base import predict
 
         return predict(self.bundle.model, np.asarray(model_input, dtype=np.float32))
 
@@ -103,7 +103,7 @@ def versions(name: str) -> list:
 
 def latest_version(name: str) -> str:
     """The highest version number of `name`; LookupError (saying how to get one) when it has none."""
-    from ..records.hints import how_to_register
+    from .hints import how_to_register
 
     numbers = [int(v.version) for v in versions(name)]
     if not numbers:

@@ -25,7 +25,7 @@ import numpy as np
 from mlflow.entities import Metric, Param
 
 from ..records import Registration, RunRecord
-from ..train.bundle import ModelBundle
+from ..models.bundle import ModelBundle
 from . import registry
 from .runs import require_enabled
 

@@ -16,6 +16,7 @@ import numpy as np
 from ..features.dataset import load_tokenizer
 from ..features.per_store import PerStoreFeaturizer, default_cache_path, pad_stores, per_store_splits
 from ..features.tokenizer import Tokenizer
+from ..features.kinds import TOKENS
 from ..models import MODELS
 
 
@@ -24,7 +25,7 @@ def model_inputs(model_name: str, platform: str, params: dict[str, Any], feature
                  ) -> tuple[dict[str, dict[str, np.ndarray]], Tokenizer | PerStoreFeaturizer]:
     """(splits with the model's `x`, the featurizer that makes that `x` from MetaSchedule candidates)."""
     features_dir = Path(features_dir)
-    if MODELS[model_name].input_kind == "tokens":
+    if MODELS[model_name].input_kind == TOKENS:
         return splits, load_tokenizer(features_dir)
     validated = Path((params.get("validate") or {}).get("validated_root", "data/validated"))
     feats, summary = per_store_splits(platform, validated / f"platform={platform}.parquet",
@@ -35,3 +36,13 @@ def model_inputs(model_name: str, platform: str, params: dict[str, Any], feature
     width = int(summary["max_stores"])
     return ({name: {**arrays, "x": pad_stores(feats[name], width)} for name, arrays in splits.items()},
             PerStoreFeaturizer(width))
+
+
+def restrict_to_sample(split: dict[str, np.ndarray], sample_path: str | Path) -> dict[str, np.ndarray]:
+    """The rows of `split` whose program is in the sample file (training on a sampled platform)."""
+    with np.load(sample_path, allow_pickle=False) as data:
+        keep = np.isin(split["program_id"], data["program_id"])
+    if not keep.any():
+        raise ValueError(f"{sample_path}: none of its programs is in this split; the sample is stale "
+                         "(re-run the sample stage after featurize)")
+    return {k: v[keep] for k, v in split.items()}

@@ -105,13 +105,3 @@ def fit(model: torch.nn.Module, x: np.ndarray, labels: np.ndarray, groups: np.nd
             ckpt.save(state, history.train_loss)
     model.eval()
     return history
-
-
-@torch.no_grad()
-def predict(model: torch.nn.Module, x: np.ndarray, batch_size: int = 4096) -> np.ndarray:
-    """Scores for `x` (higher = faster), in eval mode, batched, on the model's device."""
-    model.eval()
-    dev = next(model.parameters(), torch.zeros(0)).device  # trees (XGBPerStore) have no parameters
-    out = [model(torch.from_numpy(np.ascontiguousarray(x[i:i + batch_size], dtype=np.float32)).to(dev)).reshape(-1)
-           for i in range(0, len(x), batch_size)]
-    return torch.cat(out).cpu().numpy().astype(np.float64) if out else np.zeros(0)

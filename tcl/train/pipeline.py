@@ -37,11 +37,11 @@ from ..features.dataset import load_split
 from ..models import build_model, size_on_disk
 from .. import tracking
 from ..platforms import Platform
-from .bundle import ModelBundle
-from ..sampling.offline import restrict_to_sample
+from ..models.bundle import ModelBundle
 from .evaluate import EvalSettings, composition, per_network, per_task, random_scorer_metrics, ranking_metrics
-from .inputs import model_inputs
-from .loop import TrainConfig, fit, predict
+from .inputs import model_inputs, restrict_to_sample
+from .loop import TrainConfig, fit
+from ..models.base import predict
 from .promotion import ValidationInputs, promote
 
 

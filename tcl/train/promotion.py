@@ -28,9 +28,9 @@ import numpy as np
 from .. import tracking
 from ..features.dataset import load_split, load_tokenizer
 from ..tracking.provenance import format_score
-from .bundle import ModelBundle
+from ..models.bundle import ModelBundle
 from .evaluate import gate_top1
-from .loop import predict
+from ..models.base import predict
 
 Split = dict[str, np.ndarray]
 

@@ -30,7 +30,8 @@ import torch
 
 from ..models import CKDModel, param_count
 from ..models.losses import rank_loss
-from ..train.loop import group_batches, predict
+from ..train.loop import group_batches
+from ..models.base import predict
 from .base import PhaseRecord, SequenceHooks, TransferMethod, TransferResult, register_method
 from .data import PlatformData
 from .distill import batch_confidence, teacher_labels

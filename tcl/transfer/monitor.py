@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ..train.evaluate import ranking_metrics
-from ..train.loop import predict
+from ..models.base import predict
 from .base import PhaseRecord, SequenceHooks
 from .data import PlatformData
 

@@ -24,7 +24,7 @@ import torch.nn as nn
 from ..features.tokenizer import HW_ROW
 from ..models import TLPModel, param_count
 from ..models.losses import rank_loss
-from ..models.tcl_model import mlp
+from ..models.base import mlp
 from .base import SequenceHooks, TransferMethod, TransferResult, register_method
 from .data import PlatformData
 from .phase import PhaseTensors

@@ -26,7 +26,7 @@ from ..platforms import load_platforms
 from ..sampling.offline import sample_offline
 from ..sampling.settings import SamplingSettings
 from ..train.evaluate import EvalSettings, ranking_metrics
-from ..train.loop import predict
+from ..models.base import predict
 from .base import make_method
 from .data import PlatformData
 from .settings import TransferSettings

@@ -34,9 +34,9 @@ from .. import tracking
 from ..data.store import atomic_write_bytes
 from ..features.tokenizer import Tokenizer
 from ..models import param_count
-from ..train.bundle import ModelBundle
+from ..models.bundle import ModelBundle
 from ..train.evaluate import gate_top1
-from ..train.loop import predict
+from ..models.base import predict
 from ..train.promotion import promote
 from .base import PhaseRecord, TransferMethod, TransferResult
 from .data import PlatformData

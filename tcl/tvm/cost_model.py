@@ -20,7 +20,7 @@ import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
-from ..train.bundle import ModelBundle
+from ..models.bundle import ModelBundle
 from .online import OnlineSettings, make_adapter
 from .online.base import concat_rows
 

@@ -44,7 +44,7 @@ def read_pin(directory: str | Path) -> dict[str, Any]:
 
 def load_pinned(directory: str | Path):
     """(bundle, pin) from a saved bundle directory (see `read_pin`)."""
-    from ..train.bundle import ModelBundle
+    from ..models.bundle import ModelBundle
 
     pin = read_pin(directory)
     return ModelBundle.load(directory), pin

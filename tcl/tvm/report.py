@@ -105,7 +105,7 @@ def run_tuning_stage(platform: Platform, params: dict[str, Any], out_dir: str | 
                                  seed=int(params.get("seed", 0)), workload_cfg=params.get("workloads", {}),
                                  num_trials_per_iter=int(cfg["num_trials_per_iter"]),
                                  runner_cfg=params["collect"].get("runner"), on_run=track,
-                                 search=SearchSettings.from_params(params))
+                                 params=params)
         baseline = cfg.get("baseline", "xgb") if cfg.get("baseline", "xgb") in factories else runs[0].name
         table = comparison_table(runs, baseline)
         png = plot_curves(runs, out / f"{platform.name}.png",

@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import tracking
 from ..platforms import Platform, host_mismatch
-from ..records.hints import how_to_get
+from ..tracking.hints import how_to_get
 from ..tracking import CHAMPION, registered_name
 
 # A score on t held-out tasks counts t / (t + 20): top-1 (eq. 12) moves by +-0.06 between seeds

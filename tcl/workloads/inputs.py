@@ -56,3 +56,13 @@ def sizes_for(cfg: dict[str, Any], network: str, kind: str) -> list[Size]:
         raise ValueError(f"collect: no input sizes for network '{network}' ({kind} input: set "
                          f"collect.{SIZE_KEYS[kind]} or collect.sizes_by_network.{network})")
     return [parse_size(kind, v) for v in raw]
+
+
+def instance_name(network: str, size: Size) -> str:
+    """A workload instance: `resnet50` at 224 -> `resnet50@224`."""
+    return f"{network}@{size_label(size)}"
+
+
+def base_network(instance: str) -> str:
+    """`resnet50@224` -> `resnet50` (names without a size are returned as they are)."""
+    return instance.split("@", 1)[0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...train.loop import predict
+from ...models.base import predict
 from .base import OnlineAdapter, register_adapter
 
 

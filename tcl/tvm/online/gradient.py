@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ...models.losses import rank_loss
-from ...train.loop import predict
+from ...models.base import predict
 from .base import OnlineAdapter
 
 

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from .data.store import atomic_write_bytes
+from ..data.store import atomic_write_bytes
 
 def _per_entry(report: dict, field: str, column: str) -> dict[str, Any]:
     """{"<key>.<column>": report[key][field]} for every entry of `report` that has `field`."""

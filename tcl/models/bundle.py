@@ -17,14 +17,12 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from ..features.kinds import TOKENS, featurizer_class
 from ..features.per_store import PerStoreFeaturizer
 from ..features.tokenizer import Tokenizer
-from ..models import build_model
-from .loop import predict
+from .base import build_model, predict
 
 BUNDLE_FILE = "bundle.json"
-FEATURIZERS = {cls.input_kind: cls for cls in (Tokenizer, PerStoreFeaturizer)}
-FEATURIZER_FILE = {"tokens": "tokenizer.json", "per_store": "per_store.json"}
 
 
 @dataclass
@@ -55,7 +53,7 @@ class ModelBundle:
         directory.mkdir(parents=True, exist_ok=True)
         torch.save(self.model.state_dict(), directory / "model.pt")
         kind = self.featurizer.input_kind
-        self.featurizer.save(directory / FEATURIZER_FILE[kind])
+        self.featurizer.save(directory / self.featurizer.file_name)
         hparams = {k: v for k, v in self.model.hparams.items() if k not in ("feat_dim", "seq_len")}
         rows, cols = self.featurizer.feature_shape
         (directory / BUNDLE_FILE).write_text(json.dumps({
@@ -70,13 +68,11 @@ class ModelBundle:
         if not path.exists():
             raise FileNotFoundError(f"{directory}: not a model bundle (no {BUNDLE_FILE})")
         info = json.loads(path.read_text())
-        kind = info.get("features", "tokens")
-        if kind not in FEATURIZERS:
-            raise ValueError(f"{path}: unknown features {kind!r} (known: {sorted(FEATURIZERS)})")
+        featurizer = featurizer_class(info.get("features", TOKENS), str(path))
         rows, cols = info["feature_shape"]
         model = build_model(info["model_name"], feat_dim=cols, seq_len=rows, **info["hparams"])
         model.load_state_dict(torch.load(directory / "model.pt", map_location="cpu", weights_only=True))
         model.eval()
         return cls(model_name=info["model_name"], model=model,
-                   featurizer=FEATURIZERS[kind].load(directory / FEATURIZER_FILE[kind]),
+                   featurizer=featurizer.load(directory / featurizer.file_name),
                    platform=info["platform"], spec_vector=info["spec_vector"], meta=info.get("meta", {}))
