@@ -175,3 +175,24 @@ def test_lock_ignores_entries_of_stages_no_longer_defined(tmp_path):
     lock = Lock(tmp_path)
     assert lock.instances("train") == ["a"]
     assert lock.has("register") and not lock.has("gone")
+
+
+def test_a_refused_version_stands_in_as_champion_only_when_no_committed_version_holds_it():
+    """The gate kept an older champion whose bundle the commit no longer holds: the newest committed
+    version takes `champion` (tagged why); a promoted version, or a model without a gate, is left as it is."""
+    from tcl.records.model import Registration, RunRecord
+    from tcl.records.pipeline import STAND_IN, stand_in_champions
+
+    def reg(name, version, decision, aliases):
+        tags = {"promotion.decision": decision} if decision else {}
+        return Registration(name, version, f"models/{name}", tags, list(aliases))
+
+    refused = reg("tcl-tcl-p", "2", "refused", ["challenger"])
+    promoted_old, refused_new = reg("tcl-mlp-p", "1", "promoted", ["champion"]), reg("tcl-mlp-p", "2", "refused", [])
+    snapshot = reg("tcl-kb-tcl", "4", None, [])
+    parent = RunRecord("k", "train", {}, registrations=[refused])
+    parent.children.append(RunRecord("c", "child", {}, registrations=[promoted_old, refused_new, snapshot]))
+    stand_in_champions([parent])
+    assert refused.aliases == ["challenger", "champion"] and STAND_IN in refused.tags
+    assert promoted_old.aliases == ["champion"] and refused_new.aliases == [] and STAND_IN not in refused_new.tags
+    assert snapshot.aliases == []
