@@ -36,3 +36,16 @@ def _parse_yaml(path: Path) -> Any:
         raise ValueError(f"{path}: bad YAML: {e}") from None
     except RecursionError:  # PyYAML composes nested collections recursively
         raise ValueError(f"{path}: bad YAML: nested too deeply") from None
+
+
+def settings_from(cls, cfg: Any, where: str):
+    """A settings dataclass from one params.yaml section; unknown keys are an error naming `where`
+    (e.g. `tune.search`) and the known ones, so a typo fails before any work starts."""
+    from dataclasses import fields
+
+    cfg = dict(cfg or {})
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(cfg) - known)
+    if unknown:
+        raise ValueError(f"params.yaml {where}: unknown key(s) {unknown}; known: {sorted(known)}")
+    return cls(**cfg)

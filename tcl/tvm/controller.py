@@ -14,12 +14,13 @@ task itself; tried, it fails MetaSchedule's `!task->is_terminated` check.)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
+from ..config import settings_from
 
 
 @dataclass(frozen=True)
@@ -37,12 +38,7 @@ class ControllerSettings:
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "ControllerSettings":
-        cfg = dict(((params.get("tune") or {}).get("controller")) or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(cfg) - known)
-        if unknown:
-            raise ValueError(f"params.yaml tune.controller: unknown key(s) {unknown}; known: {sorted(known)}")
-        return cls(**cfg)
+        return settings_from(cls, (params.get("tune") or {}).get("controller"), "tune.controller")
 
     def settled(self, history: list[float]) -> bool:
         """Whether the last `window` best latencies vary less than the threshold (Moses's CV test)."""

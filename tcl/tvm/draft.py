@@ -9,12 +9,13 @@ cost model works inside: a registered one adapting online, TVM's XGB, the random
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
+from ..config import settings_from
 
 
 @dataclass(frozen=True)
@@ -32,12 +33,7 @@ class DraftSettings:
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "DraftSettings":
-        cfg = dict(((params.get("tune") or {}).get("draft")) or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(cfg) - known)
-        if unknown:
-            raise ValueError(f"params.yaml tune.draft: unknown key(s) {unknown}; known: {sorted(known)}")
-        return cls(**cfg)
+        return settings_from(cls, (params.get("tune") or {}).get("draft"), "tune.draft")
 
 
 @derived_object

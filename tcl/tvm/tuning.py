@@ -16,6 +16,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from ..config import settings_from
 from .names import BUILTIN_COST_MODELS, parse_cost_model
 
 log = logging.getLogger(__name__)
@@ -73,12 +74,7 @@ class SearchSettings:
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "SearchSettings":
-        cfg = dict(((params.get("tune") or {}).get("search")) or {})
-        unknown = sorted(set(cfg) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ValueError(f"params.yaml tune.search: unknown key(s) {unknown}; "
-                             f"known: {sorted(cls.__dataclass_fields__)}")
-        return cls(**cfg)
+        return settings_from(cls, (params.get("tune") or {}).get("search"), "tune.search")
 
     def strategy(self, controller=None, stopped: list | None = None):
         """A MetaSchedule EvolutionarySearch; each TuneContext gets a clone of it. With `controller`

@@ -10,11 +10,12 @@ as MoA's Siamese model does, slowly).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
+from ...config import settings_from
 from ...registry import registrar
 
 ADAPTERS: dict[str, type["OnlineAdapter"]] = {}
@@ -34,12 +35,7 @@ class OnlineSettings:
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "OnlineSettings":
-        cfg = dict(((params.get("tune") or {}).get("online")) or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(cfg) - known)
-        if unknown:
-            raise ValueError(f"params.yaml tune.online: unknown key(s) {unknown}; known: {sorted(known)}")
-        return cls(**cfg)
+        return settings_from(cls, (params.get("tune") or {}).get("online"), "tune.online")
 
 
 def concat_rows(arrays: list[np.ndarray]) -> np.ndarray:

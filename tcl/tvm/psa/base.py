@@ -5,11 +5,12 @@ platform kind (`cpu`, `gpu`), picked by name as the rest of the project picks me
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ...config import settings_from
 from ...registry import registrar
 from .nest import LoopNest, Statement, loop_nest
 
@@ -27,16 +28,6 @@ class Estimate:
     overhead_seconds: float = 0.0
     parallel_efficiency: float = 1.0  # flop-weighted share of the cores / SMs kept busy
     vector_efficiency: float = 1.0    # flop-weighted share of the vector lanes kept busy
-
-
-def knobs_from(cls, cfg: Any, where: str):
-    """A frozen knob dataclass from a params mapping; unknown keys are an error naming `where`."""
-    cfg = dict(cfg or {})
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(cfg) - known)
-    if unknown:
-        raise ValueError(f"params.yaml {where}: unknown key(s) {unknown}; known: {sorted(known)}")
-    return cls(**cfg)
 
 
 def footprint(stmt: Statement, nest: LoopNest, inside: set[int], unit: int, access=None) -> float:
@@ -112,4 +103,4 @@ def make_analyzer(platform, params: dict[str, Any] | None = None) -> SymbolAnaly
     unknown = sorted(set(cfg) - set(ANALYZERS))
     if unknown:
         raise ValueError(f"params.yaml tune.psa: unknown key(s) {unknown}; known: {sorted(ANALYZERS)}")
-    return cls(platform, knobs_from(cls.knobs_class, cfg.get(platform.kind), f"tune.psa.{platform.kind}"))
+    return cls(platform, settings_from(cls.knobs_class, cfg.get(platform.kind), f"tune.psa.{platform.kind}"))
