@@ -15,7 +15,6 @@ from prefect import flow, get_run_logger
 
 from tcl import tracking
 from tcl.config import load_params
-from tcl.records import pipeline_records
 
 MANIFEST = "mlruns/tcl-registry.json"
 
@@ -28,9 +27,9 @@ def register_flow(params_path: str = "params.yaml", manifest_path: str = MANIFES
     if not tracking.enabled(params):
         log.info("tracking is off (tracking.enabled / TCL_TRACKING): no store to rebuild")
         return {}
-    from tcl.tracking.replay import rebuild, write_manifest
+    from tcl.tracking.replay import rebuild_registry, write_manifest
 
-    data = rebuild(pipeline_records("."), params, ".", log=log.info)
+    data = rebuild_registry(params, ".", log=log.info)
     write_manifest(data, manifest_path)
     for name, entry in data["registered_models"].items():
         aliases = ", ".join(f"{a} -> v{v}" for a, v in sorted(entry["aliases"].items()))

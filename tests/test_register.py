@@ -163,6 +163,33 @@ def test_the_champion_loads_as_a_tvm_cost_model_with_the_saved_weights(products,
     assert not any(math.isnan(v) for v in predict(model.bundle.model, x))
 
 
+def test_tuning_on_an_empty_store_rebuilds_the_registry_first(products, tmp_path, monkeypatch):
+    """A fresh clone whose store is empty (the tune stage ran before register): the tune flow's model
+    choice replays the committed pipeline and loads the champion instead of failing."""
+    from tcl.config import load_params
+    from tcl.platforms import get_platform
+    from tcl.tvm.report import registered_choice
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TCL_TRACKING", raising=False)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    params = load_params()
+    params["tracking"] = {**params.get("tracking", {}), "mlflow_uri": uri, "experiment": "tcl", "enabled": True}
+    params["registry"] = {**params["registry"], "prefix": "rb"}
+    lines = []
+    try:
+        bundle, pin = registered_choice("mlp", get_platform(params, P), params, lines.append, root=products)
+        assert pin["registered_model"] == f"rb-mlp-{P}" and pin["version"] == "3"
+        assert any("rebuilding it first" in line for line in lines), lines
+        x = np.random.default_rng(0).random((3, ROWS + 1, COLS), dtype=np.float32)
+        assert np.allclose(predict(bundle.model, x), predict(ModelBundle.load(products / f"models/{P}/mlp").model, x))
+        with pytest.raises(LookupError, match="no registered 'tcl' champion"):  # nothing committed: no rebuild
+            registered_choice("tcl", get_platform(params, P), params, lines.append, root=products)
+    finally:
+        mlflow.set_tracking_uri(None)
+
+
 def test_lock_ignores_entries_of_stages_no_longer_defined(tmp_path):
     """dvc.lock keeps `train@b` after b leaves train.platforms; the registry must not look for its reports."""
     from tcl.records.lock import Lock

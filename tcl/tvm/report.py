@@ -23,14 +23,31 @@ from .names import parse_cost_model
 from .tuning import SearchSettings, make_builtin_cost_model
 
 
-def registered_choice(name: str, platform: Platform, params: dict[str, Any], log: Callable[[str], None]):
+def registered_choice(name: str, platform: Platform, params: dict[str, Any], log: Callable[[str], None],
+                      root: str | Path | None = None):
     """(bundle, pin) of the registered model `name` the platform tunes with: its own champion or the
-    nearest platform's, pinned to the version the alias points at now."""
+    nearest platform's, pinned to the version the alias points at now. A store that lacks what the
+    pipeline committed at `root` (default: this repository) is rebuilt first: a fresh clone tunes."""
     from .cost_model import load_bundle
     from .select import select_model
 
     tracking.require_enabled(params, f"tune.cost_models '{name}' (a registered model)")
-    choice = select_model(platform, load_platforms(params), params["registry"]["prefix"], name)
+    prefix = params["registry"]["prefix"]
+    try:
+        choice = select_model(platform, load_platforms(params), prefix, name)
+    except LookupError:
+        from ..config import REPO_ROOT
+        from ..tracking.hints import committed_names
+        from ..tracking.replay import rebuild_registry
+
+        root = REPO_ROOT if root is None else root
+        if not any(n.startswith(f"{prefix}-{name}-") for n in committed_names(root)):
+            raise
+        log(f"{name}: the MLflow store lacks the {prefix}-{name}-<platform> models the committed pipeline "
+            f"registered (a fresh clone); rebuilding it first, as `python -m flows.register` does (no training, "
+            f"no measuring)")
+        rebuild_registry(params, root, log)
+        choice = select_model(platform, load_platforms(params), prefix, name)
     log(f"{name}: using {choice.uri} ({choice.reason})")
     return load_bundle(choice.uri), {"uri": choice.uri, "registered_model": choice.name, "version": choice.version,
                                      "trained_for": choice.platform, "data_version": choice.data_version,
