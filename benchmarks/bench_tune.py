@@ -44,6 +44,8 @@ from tcl.config import load_params  # noqa: E402
 from tcl.platforms import get_platform  # noqa: E402
 from tcl.tvm.report import run_tuning_stage  # noqa: E402
 
+# Every run tuned before rows recorded `num_trials_per_iter` used 8 trials per task per round.
+LEGACY_PER_ITER = 8
 FIGURES = ("final_est_ms", "tuned_ms", "speedup_vs_reference", "cost_model_share", "wall_s")
 
 
@@ -81,16 +83,23 @@ def summarize(tables: dict[int, list[dict[str, Any]]], baseline: str) -> list[di
         entry[f"{baseline}_matched"] = sum(r[f"{baseline}_trials_to_match"] is not None for r in rows)
         entry[f"reached_{baseline}_final"] = sum(r[f"trials_to_{baseline}_final"] is not None for r in rows)
         entry["trials"] = rows[0]["trials"]
+        entry["num_trials_per_iter"] = int(rows[0].get("num_trials_per_iter", LEGACY_PER_ITER))
         entry["reference_ms"] = _mean_std([r["reference_ms"] for r in rows])
         out.append(entry)
     return out
 
 
-def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int],
-                 digests: dict[str, str] | None = None) -> dict[str, tuple[dict[str, Any], list]]:
+def run_label(model: str, per_iter: int) -> str:
+    """A run's directory under <network>/seed<k>/: the model's name, and its trials per task per round
+    unless they are the legacy 8, so runs of one model with other rounds sit side by side."""
+    return model if per_iter == LEGACY_PER_ITER else f"{model}-{per_iter}per-iter"
+
+
+def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int], digests: dict[str, str] | None = None,
+                 per_iters: dict[str, int] | None = None) -> dict[str, tuple[dict[str, Any], list]]:
     """cost model -> (table row, curve) for every model an earlier run tuned for this (network, seed)
-    with its trial budget in `budgets` and, for a learned model in `digests`, with the bundle of that
-    digest (a run with other weights is tuned again).
+    with its trial budget in `budgets`, its trials per task per round in `per_iters` and, for a learned
+    model in `digests`, with the bundle of that digest (a run with other weights is tuned again).
 
     The full benchmark takes hours here, so a seed's models are tuned one at a time, each
     into <run_dir>/<model>/: a rerun keeps what is there and a kill loses at most the model that
@@ -105,6 +114,9 @@ def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int],
         for model, row in json.loads(table_path.read_text()).items():
             pinned = digests.get(model) if digests else None
             if pinned and row.get("model", {}).get("sha256") != pinned:
+                continue
+            rounds = int(row.get("num_trials_per_iter", LEGACY_PER_ITER))
+            if per_iters and rounds != per_iters.get(model, LEGACY_PER_ITER):
                 continue
             if int(row["trial_budget"]) == budgets.get(model) and model in curves:
                 done.setdefault(model, (row, curves[model]))
@@ -165,9 +177,9 @@ def pin_learned_models(models: list[str], platform, params: dict[str, Any], pin_
     return pins
 
 
-def library_path(run_dir: Path, platform: str, model: str, network: str) -> Path | None:
+def library_path(run_dir: Path, platform: str, model: str, network: str, per_iter: int) -> Path | None:
     """The compiled library a (seed, model) run left, if it is still there (libraries are not committed)."""
-    path = run_dir / model / platform / model / f"{network}.so"
+    path = run_dir / run_label(model, per_iter) / platform / model / f"{network}.so"
     return path if path.exists() else None
 
 
@@ -251,7 +263,7 @@ def _fmt(stat: dict[str, Any], digits: int = 3) -> str:
 def render(summary: dict[str, list[dict[str, Any]]], baseline: str, seeds: dict[str, list[int]],
            budgets: dict[str, int], retimed: bool = False) -> str:
     """The table; `seeds` per network, since a network's seed counts only once all its models are tuned."""
-    head = ["network", "cost model", "trials", f"trials to {baseline} final", f"seconds to {baseline} final",
+    head = ["network", "cost model", "trials", "trials per task per round", f"trials to {baseline} final", f"seconds to {baseline} final",
             f"seeds reaching {baseline}", f"x fewer trials than {baseline}", f"x less time than {baseline}",
             f"{baseline} trials to match", f"{baseline} seconds to match",
             "final est. ms", "tuned ms", "x reference", "cost-model share"]
@@ -260,7 +272,8 @@ def render(summary: dict[str, list[dict[str, Any]]], baseline: str, seeds: dict[
         for r in rows:
             matched = f"{r[f'{baseline}_matched']}/{r['seeds']}"
             lines.append("| " + " | ".join([
-                network, r["cost_model"], str(r["trials"]), _fmt(r[f"trials_to_{baseline}_final"]),
+                network, r["cost_model"], str(r["trials"]), str(r.get("num_trials_per_iter", LEGACY_PER_ITER)),
+                _fmt(r[f"trials_to_{baseline}_final"]),
                 _fmt(r[f"seconds_to_{baseline}_final"]), f"{r[f'reached_{baseline}_final']}/{r['seeds']}",
                 _fmt(r.get(f"trial_factor_vs_{baseline}", _NONE)), _fmt(r.get(f"time_factor_vs_{baseline}", _NONE)),
                 f"{_fmt(r[f'{baseline}_trials_to_match'])} ({matched})",
@@ -293,7 +306,9 @@ def main() -> None:
     ap.add_argument("--trials", type=int)
     ap.add_argument("--baseline-trials", type=int,
                     help="the baseline's (XGB's) budget, e.g. 3x --trials: does a model at 1/3 of its trials match it?")
-    ap.add_argument("--per-iter", type=int)
+    ap.add_argument("--per-iter", type=int, help="trials per task per scheduler round (default tune.num_trials_per_iter)")
+    ap.add_argument("--learned-per-iter", type=int,
+                    help="the same for the learned models only (default tune.learned_trials_per_iter)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--models", nargs="+")
     ap.add_argument("--report-only", action="store_true",
@@ -313,7 +328,8 @@ def main() -> None:
         params["collect"]["runner"]["cpus"] = [args.cpu]  # the runner's workers pin themselves to these
         pin_to_cpus((args.cpu,))  # this process and the builder pool it starts
     tune, workloads = params["tune"], params.setdefault("workloads", {})
-    for key, value in (("trials", args.trials), ("num_trials_per_iter", args.per_iter), ("cost_models", args.models)):
+    for key, value in (("trials", args.trials), ("num_trials_per_iter", args.per_iter),
+                       ("learned_trials_per_iter", args.learned_per_iter), ("cost_models", args.models)):
         if value is not None:
             tune[key] = value
     for key, value in (("image_size", args.image_size), ("seq_len", args.seq_len)):
@@ -328,7 +344,9 @@ def main() -> None:
     pins = pin_learned_models(models, platform, params, Path(args.pin_dir or out / "models"),
                               create=not args.report_only)
     from tcl.tvm.names import parse_cost_model
+    from tcl.tvm.report import trials_per_iter
 
+    per_iters = trials_per_iter(tune, models, [m for m in models if not parse_cost_model(m).builtin])
     bundles = {base: p["bundle_dir"] for base, p in pins.items()}
     digests = {m: pins[parse_cost_model(m).base]["sha256"] for m in models if parse_cost_model(m).base in pins}
     summary, seed_tables, pngs = {}, {}, []
@@ -337,7 +355,7 @@ def main() -> None:
         tables, curves = {}, {}
         for seed in args.seeds:
             run_dir = out / Path(network).stem / f"seed{seed}"
-            done = tuned_models(run_dir, platform.name, budgets, digests)
+            done = tuned_models(run_dir, platform.name, budgets, digests, per_iters)
             kept = [m for m in models if m in done]
             if kept:
                 print(f"{network} seed {seed}: {', '.join(kept)} tuned by an earlier run ({run_dir}), kept")
@@ -350,14 +368,14 @@ def main() -> None:
                 run_params["seed"] = seed
                 run_params["tune"].update(network=network, cost_models=[model], trials=budgets[model],
                                           bundles=bundles)
-                run_tuning_stage(platform, run_params, run_dir / model)
-                done = tuned_models(run_dir, platform.name, budgets, digests)
+                run_tuning_stage(platform, run_params, run_dir / run_label(model, per_iters[model]))
+                done = tuned_models(run_dir, platform.name, budgets, digests, per_iters)
             tables[seed] = seed_table(done, models, baseline)
             curves[seed] = {m: done[m][1] for m in models}
         name = Path(network).stem
         if not tables:
             continue
-        libraries = {(seed, m): library_path(out / name / f"seed{seed}", platform.name, m, name)
+        libraries = {(seed, m): library_path(out / name / f"seed{seed}", platform.name, m, name, per_iters[m])
                      for seed in tables for m in models}
         if args.retime_rounds and all(libraries.values()):
             print(f"{name}: timing {len(libraries)} compiled libraries and the reference again, "
@@ -377,7 +395,8 @@ def main() -> None:
     print(text)
     (out / "summary.md").write_text(text)
     (out / "summary.json").write_text(json.dumps({"platform": platform.name, "seeds": seeds,
-                                                  "trials": budgets, "workloads": workloads,
+                                                  "trials": budgets, "trials_per_iter": per_iters,
+                                                  "workloads": workloads,
                                                   "networks": summary, "per_seed": seed_tables}, indent=2))
     from tcl import tracking
 

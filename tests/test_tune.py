@@ -114,6 +114,31 @@ def test_user_network_is_tuned_from_scratch_and_its_library_runs(user_network, t
 
 
 @pytest.mark.slow
+def test_learned_models_get_their_own_trials_per_round(user_network, tmp_path, host_platform):
+    """tune.learned_trials_per_iter reaches the scheduler: a model with 1 trial per task per round has
+    the network's first estimate after one trial per task, one with 2 after up to two per task (a task
+    with a single candidate gives one)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from tcl.tvm.compare import tune_side_by_side
+    from tcl.tvm.report import trials_per_iter
+
+    cfg = {"num_trials_per_iter": 3, "learned_trials_per_iter": 1}
+    per_iter = trials_per_iter(cfg, ["xgb", "tcl+moa", "random"], learned={"tcl+moa": {}})
+    assert per_iter == {"xgb": 3, "tcl+moa": 1, "random": 3}
+    assert set(trials_per_iter({**cfg, "learned_trials_per_iter": None}, ["tcl"], ["tcl"]).values()) == {3}
+
+    factories = {name: (lambda: ms.cost_model.RandomModel(seed=0)) for name in ("one", "two")}
+    runs = tune_side_by_side(str(user_network), host_platform, factories, trials=6, work_root=tmp_path, seed=0,
+                             workload_cfg={}, num_trials_per_iter={"one": 1, "two": 2},
+                             runner_cfg={"number": 1, "repeat": 1})
+    first = {run.name: next(p.trial for p in run.result.curve if p.estimated_latency == p.estimated_latency)
+             for run in runs}
+    tasks = first["one"]
+    assert tasks >= 2 and tasks < first["two"] <= 2 * tasks, first
+
+
+@pytest.mark.slow
 def test_an_onnx_network_is_tuned_and_matches_onnx_runtime(onnx_network, tmp_path, host_platform):
     from tvm.s_tir import meta_schedule as ms
 

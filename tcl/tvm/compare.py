@@ -60,12 +60,12 @@ def comparison_table(runs: list[ModelRun], baseline: str) -> list[dict[str, Any]
 
 def tune_side_by_side(network: str, platform, cost_models: dict[str, Callable[[], Any]], *, trials: int,
                       work_root: str | Path, seed: int, workload_cfg: dict[str, Any],
-                      num_trials_per_iter: int, runner_cfg: dict | None = None, resume: bool = False,
+                      num_trials_per_iter: int | dict[str, int], runner_cfg: dict | None = None, resume: bool = False,
                       on_run: Callable[[ModelRun], None] | None = None, params: dict[str, Any] | None = None
                       ) -> list[ModelRun]:
     """Tune `network` (a built-in name, a .pt2 or an .onnx file) once per cost model (each factory builds a fresh
     model); compile and check each. `<work_root>/<model>/` keeps its tuning database and the compiled
-    library `<network>.so`. `params` gives the search's settings (tune.search, tune.draft, tune.controller,
+    library `<network>.so`. `num_trials_per_iter` is one for all or one per cost model. `params` gives the search's settings (tune.search, tune.draft, tune.controller,
     tune.psa); without it MetaSchedule's defaults, no drafting, no controller."""
     from ..workloads import fuse_for_tuning, load_network
     from .e2e import compile_and_check, reference_latency_ms
@@ -81,7 +81,8 @@ def tune_side_by_side(network: str, platform, cost_models: dict[str, Callable[[]
         work_dir = Path(work_root) / name
         result = tune_network(fused, platform, network=net.name, cost_model=factory(), cost_model_name=name,
                               trials=trials, work_dir=work_dir, seed=seed,
-                              num_trials_per_iter=num_trials_per_iter, runner_cfg=runner_cfg, resume=resume,
+                              num_trials_per_iter=(num_trials_per_iter if isinstance(num_trials_per_iter, int)
+                                                   else num_trials_per_iter[name]), runner_cfg=runner_cfg, resume=resume,
                               search=SearchSettings.from_params(params or {}),
                               controller=ControllerSettings.from_params(params or {}),
                               draft=DraftSettings.from_params(params or {}), params=params)

@@ -83,6 +83,14 @@ def cost_model_factories(names: list[str], platform: Platform, params: dict[str,
     return factories, pins
 
 
+def trials_per_iter(cfg: dict[str, Any], factories: dict[str, Any], learned: dict[str, Any]) -> dict[str, int]:
+    """Trials per task per scheduler round for each cost model: `tune.learned_trials_per_iter` for the
+    learned ones (a model that already ranks programs needs fewer first-round trials), when set."""
+    default = int(cfg["num_trials_per_iter"])
+    smaller = cfg.get("learned_trials_per_iter")
+    return {name: int(smaller) if smaller and name in learned else default for name in factories}
+
+
 def run_tuning_stage(platform: Platform, params: dict[str, Any], out_dir: str | Path,
                      log: Callable[[str], None] = print) -> list[dict[str, Any]]:
     require_device(platform)
@@ -91,6 +99,7 @@ def run_tuning_stage(platform: Platform, params: dict[str, Any], out_dir: str | 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     factories, pins = cost_model_factories(list(cfg["cost_models"]), platform, params, log)
+    per_iter = trials_per_iter(cfg, factories, pins)
     with tracking.run(params, f"tune-{network}-{platform.name}",
                       {"stage": "tune", "platform": platform.name, "network": network}):
         tracking.log_params({"network": network, "platform": platform.name, "trials": cfg["trials"],
@@ -120,7 +129,7 @@ def run_tuning_stage(platform: Platform, params: dict[str, Any], out_dir: str | 
         runs = tune_side_by_side(str(cfg["network"]), platform, factories, trials=int(cfg["trials"]),
                                  work_root=out / platform.name,
                                  seed=int(params.get("seed", 0)), workload_cfg=params.get("workloads", {}),
-                                 num_trials_per_iter=int(cfg["num_trials_per_iter"]),
+                                 num_trials_per_iter=per_iter,
                                  runner_cfg=params["collect"].get("runner"), on_run=track,
                                  params=params)
         baseline = cfg.get("baseline", "xgb") if cfg.get("baseline", "xgb") in factories else runs[0].name
@@ -129,6 +138,7 @@ def run_tuning_stage(platform: Platform, params: dict[str, Any], out_dir: str | 
                           f"{network} on {platform.name}: {cfg['trials']} trials, seed {params.get('seed', 0)}")
         for row in table:
             row["model"] = pins.get(row["cost_model"], {"uri": "tvm built-in"})
+            row["num_trials_per_iter"] = per_iter[row["cost_model"]]
         (out / f"{platform.name}.json").write_text(json.dumps({r["cost_model"]: r for r in table}, indent=2))
         write_curves(runs, out / platform.name / "curves.csv")
         tracking.log_artifact(str(png))
