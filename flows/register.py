@@ -27,7 +27,8 @@ def register_flow(params_path: str = "params.yaml", manifest_path: str = MANIFES
     if not tracking.enabled(params):
         log.info("tracking is off (tracking.enabled / TCL_TRACKING): no store to rebuild")
         return {}
-    from tcl.tracking.replay import rebuild_registry, write_manifest
+    from tcl.records import rebuild_registry
+    from tcl.tracking.replay import write_manifest
 
     data = rebuild_registry(params, ".", log=log.info)
     write_manifest(data, manifest_path)

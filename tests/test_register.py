@@ -207,7 +207,7 @@ def test_lock_ignores_entries_of_stages_no_longer_defined(tmp_path):
 def test_a_refused_version_stands_in_as_champion_only_when_no_committed_version_holds_it():
     """The gate kept an older champion whose bundle the commit no longer holds: the newest committed
     version takes `champion` (tagged why); a promoted version, or a model without a gate, is left as it is."""
-    from tcl.records.model import Registration, RunRecord
+    from tcl.tracking.run_record import Registration, RunRecord
     from tcl.records.pipeline import STAND_IN, stand_in_champions
 
     def reg(name, version, decision, aliases):

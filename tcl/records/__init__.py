@@ -8,10 +8,10 @@ artifacts, nested runs) and every model version it registered (name, version, bu
 provenance tags, aliases) as plain data. `tcl.tracking.replay` writes the records into an
 MLflow store; the `register` stage does it on every clone (README "Promotion").
 
-Nothing here imports MLflow.
+Nothing here calls MLflow; `rebuild_registry` hands the records to `tcl.tracking.replay`.
 """
 
-from .model import Registration, RunRecord
-from .pipeline import pipeline_records
+from ..tracking.run_record import Registration, RunRecord
+from .pipeline import pipeline_records, rebuild_registry
 
-__all__ = ["Registration", "RunRecord", "pipeline_records"]
+__all__ = ["Registration", "RunRecord", "pipeline_records", "rebuild_registry"]

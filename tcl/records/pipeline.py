@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..tracking.names import CHAMPION
 from .lock import Lock
-from .model import Registration, RunRecord
+from ..tracking.run_record import Registration, RunRecord
 from .stages import sample_records, tune_records, validate_records
 from .train import train_records
 from .transfer import transfer_records
@@ -20,6 +20,14 @@ def pipeline_records(root: str | Path = ".") -> list[RunRecord]:
                *transfer_records(root, lock), *tune_records(root, lock)]
     stand_in_champions(records)
     return records
+
+
+def rebuild_registry(params: dict, root: str | Path = ".", log=print) -> dict:
+    """Replay every record of the pipeline committed at `root` into the MLflow store (the register
+    stage; tcl.tracking.replay); returns the registry manifest."""
+    from ..tracking.replay import rebuild
+
+    return rebuild(pipeline_records(root), params, root, log=log)
 
 
 STAND_IN = "champion.stand_in"

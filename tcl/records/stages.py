@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from .lock import Lock
-from .model import RunRecord, record_key
+from ..tracking.run_record import RunRecord, record_key
 
 
 def validate_records(root: Path, lock: Lock) -> list[RunRecord]:

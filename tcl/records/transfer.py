@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from .lock import Lock
-from .model import Registration, RunRecord, record_key
+from ..tracking.run_record import Registration, RunRecord, record_key
 from .provenance import promotion, provenance_tags
 
 OUT = "models/transfer"

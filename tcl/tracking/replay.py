@@ -1,4 +1,4 @@
-"""Write run records (tcl.records) into the MLflow store: the registry rebuilt on a fresh clone.
+"""Write run records (tcl/tracking/run_record.py, built by tcl.records) into the MLflow store: the registry rebuilt on a fresh clone.
 
 Additive and idempotent. A record whose run is already in the experiment (a run tagged with
 its `tcl.record` key, or a run of the same name: the original, in the store that logged it)
@@ -24,7 +24,7 @@ import mlflow
 import numpy as np
 from mlflow.entities import Metric, Param
 
-from ..records import Registration, RunRecord, pipeline_records
+from .run_record import Registration, RunRecord
 from ..models.bundle import ModelBundle
 from . import registry
 from .runs import require_enabled
@@ -51,11 +51,6 @@ def rebuild(records: list[RunRecord], params: dict[str, Any], root: str | Path =
     log(f"registry rebuild: {added} run(s) replayed from the pipeline's records, {skipped} already in "
         f"{mlflow.get_tracking_uri()}")
     return manifest(records, log)
-
-
-def rebuild_registry(params: dict[str, Any], root: str | Path = ".", log: Callable[[str], None] = print) -> dict[str, Any]:
-    """`rebuild` with every record of the pipeline committed at `root`: the register stage."""
-    return rebuild(pipeline_records(root), params, root, log=log)
 
 
 def _logged(client, experiment_id: str, record: RunRecord) -> bool:

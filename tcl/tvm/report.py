@@ -38,7 +38,7 @@ def registered_choice(name: str, platform: Platform, params: dict[str, Any], log
     except LookupError:
         from ..config import REPO_ROOT
         from ..tracking.hints import committed_names
-        from ..tracking.replay import rebuild_registry
+        from ..records import rebuild_registry
 
         root = REPO_ROOT if root is None else root
         if not any(n.startswith(f"{prefix}-{name}-") for n in committed_names(root)):
