@@ -103,3 +103,7 @@ def test_names_carry_search_modifiers():
     for bad in ("tcl+moa+ft", "xgb+moa+draft", "tcl+draft+warp", "draft", "tcl+draft+draft"):
         with pytest.raises(ValueError, match="tune.cost_models"):
             parse_cost_model(bad)
+    # a misspelled model fails when the name is read, listing the names there are
+    with pytest.raises(ValueError, match=r"no cost model is called 'tlc'.*'tenset_mlp'"):
+        parse_cost_model("tlc+moa")
+    assert parse_cost_model("ckd").registered == "ckd" and parse_cost_model("pretrained_xgb").registered == "xgb"

@@ -42,6 +42,16 @@ class CostModelName:
         return "moses" in self.modifiers
 
 
+def learned_model_names() -> set[str]:
+    """What a learned model may be called: every registered cost model (tcl.models) and transfer method
+    (tcl.transfer), the train stage's `xgb` as `pretrained_xgb`."""
+    from ..models import MODELS
+    from ..transfer import TRANSFER_METHODS
+
+    inverse = {registered: tuning for tuning, registered in REGISTERED_AS.items()}
+    return {inverse.get(n, n) for n in (*MODELS, *TRANSFER_METHODS)}
+
+
 def parse_cost_model(name: str) -> CostModelName:
     """Split `name` into model, adaptation and modifiers; ValueError naming the valid forms."""
     from .online import ADAPTERS
@@ -55,6 +65,9 @@ def parse_cost_model(name: str) -> CostModelName:
                          f"(TVM's), or a learned model optionally followed by +<adaptation> with adaptation in "
                          f"{sorted(ADAPTERS)}, either optionally followed by +<modifier> with modifier in "
                          f"{list(MODIFIERS)}, e.g. 'tcl+moa', 'pretrained_xgb+boost', 'tcl+moa+draft+moses'")
+    if base not in BUILTIN_COST_MODELS and base not in learned_model_names():
+        raise ValueError(f"tune.cost_models: {name!r}: no cost model is called {base!r}; TVM's are "
+                         f"{list(BUILTIN_COST_MODELS)}, the learned ones {sorted(learned_model_names())}")
     if base in BUILTIN_COST_MODELS:
         if adaptations:
             raise ValueError(f"tune.cost_models: {name!r}: TVM's {base} does not take +{adaptations[0]} "
