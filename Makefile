@@ -42,4 +42,4 @@ collect: setup
 # tests/test_servers.py opens MLflow's UI in headless Chromium (Debian's package; CI runs this as root).
 test: setup
 	command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
-	source $(BIN)/activate && pytest -q -ra
+	source $(BIN)/activate && pytest -q -ra --durations=25
