@@ -49,6 +49,7 @@ def comparison_table(runs: list[ModelRun], baseline: str) -> list[dict[str, Any]
             f"seconds_to_{baseline}_final": round(reach.seconds, 1) if reach else None,
             "cost_model_share": round(run.result.cost_model_share, 4),
             "feature_cache_hit_rate": run.result.feature_cache_hit_rate,
+            "fallback_tasks": len(run.result.fallback_tasks),  # +guard: tasks TVM's XGB scored at the end
             "tuned_ms": run.e2e.tvm_latency_ms,
             "reference": run.e2e.reference,
             "reference_ms": run.e2e.reference_latency_ms,
@@ -65,12 +66,14 @@ def tune_side_by_side(network: str, platform, cost_models: dict[str, Callable[[]
                       ) -> list[ModelRun]:
     """Tune `network` (a built-in name, a .pt2 or an .onnx file) once per cost model (each factory builds a fresh
     model); compile and check each. `<work_root>/<model>/` keeps its tuning database and the compiled
-    library `<network>.so`. `num_trials_per_iter` is one for all or one per cost model. `params` gives the search's settings (tune.search, tune.draft, tune.controller,
-    tune.psa); without it MetaSchedule's defaults, no drafting, no controller."""
+    library `<network>.so`. `num_trials_per_iter` is one for all or one per cost model. `params` gives
+    the search's settings (tune.search, tune.draft, tune.controller, tune.guard, tune.psa); without it
+    MetaSchedule's defaults, no drafting, no controller, no guard."""
     from ..workloads import fuse_for_tuning, load_network
     from .e2e import compile_and_check, reference_latency_ms
     from .controller import ControllerSettings
     from .draft import DraftSettings
+    from .guard import GuardSettings
     from .tuning import SearchSettings, tune_network
 
     net = load_network(network, workload_cfg)
@@ -85,7 +88,8 @@ def tune_side_by_side(network: str, platform, cost_models: dict[str, Callable[[]
                                                    else num_trials_per_iter[name]), runner_cfg=runner_cfg, resume=resume,
                               search=SearchSettings.from_params(params or {}),
                               controller=ControllerSettings.from_params(params or {}),
-                              draft=DraftSettings.from_params(params or {}), params=params)
+                              draft=DraftSettings.from_params(params or {}),
+                              guard=GuardSettings.from_params(params or {}), params=params)
         run = ModelRun(name, result, compile_and_check(result.database, net.relax_mod, platform, net.reference,
                                                        net.inputs, reference_ms,
                                                        library_path=str(work_dir / f"{net.name}.so"),

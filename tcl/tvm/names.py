@@ -7,6 +7,7 @@ and the search modifiers that go with either.
     pretrained_xgb+boost     the registered `<prefix>-xgb-<platform>` growing per-task trees
     ...+draft                PSA drafts, the model verifies the top candidates (tcl.tvm.draft)
     ...+moses                tasks stop being measured once they settle (tcl.tvm.controller)
+    <learned>+guard          per task, TVM's XGB takes over while it ranks the task better (tcl.tvm.guard)
 
 e.g. `tcl+moa+draft+moses`, `xgb+draft`. `pretrained_xgb` is the tuning name of the train stage's
 `xgb` model: "xgb" alone is TVM's xgb, the baseline every table compares with.
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 BUILTIN_COST_MODELS = ("xgb", "random")
 REGISTERED_AS = {"pretrained_xgb": "xgb"}  # tuning name -> the registered model's name
-MODIFIERS = ("draft", "moses")
+MODIFIERS = ("draft", "moses", "guard")
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,10 @@ class CostModelName:
     @property
     def moses(self) -> bool:
         return "moses" in self.modifiers
+
+    @property
+    def guard(self) -> bool:
+        return "guard" in self.modifiers
 
 
 def learned_model_names() -> set[str]:
@@ -72,5 +77,8 @@ def parse_cost_model(name: str) -> CostModelName:
         if adaptations:
             raise ValueError(f"tune.cost_models: {name!r}: TVM's {base} does not take +{adaptations[0]} "
                              "(a pretrained XGB is 'pretrained_xgb+boost')")
+        if "guard" in modifiers:
+            raise ValueError(f"tune.cost_models: {name!r}: +guard puts TVM's xgb beside a learned model; "
+                             f"TVM's {base} has nothing to guard")
         return CostModelName(name, base, base, "", modifiers)
     return CostModelName(name, base, REGISTERED_AS.get(base, base), (adaptations or ["frozen"])[0], modifiers)

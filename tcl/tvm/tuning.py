@@ -35,6 +35,7 @@ class TuningResult:
     curve: list = field(default_factory=list)  # CurvePoint per measured batch
     feature_cache_hit_rate: float | None = None  # share of scored candidates whose features were cached
     stopped_tasks: list = field(default_factory=list)  # names of tasks the Moses controller ended, in order
+    fallback_tasks: list = field(default_factory=list)  # +guard: tasks TVM's XGB scored when the run ended
     database: Any = None
     work_dir: str = ""
 
@@ -110,7 +111,7 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
                  work_dir: str | Path, seed: int = 0, num_trials_per_iter: int = 16,
                  runner_cfg: dict | None = None, progress: bool = True, resume: bool = False,
                  measurer=None, search: SearchSettings | None = None, controller=None, draft=None,
-                 params: dict | None = None) -> TuningResult:
+                 guard=None, params: dict | None = None) -> TuningResult:
     """Tune every task of `relax_mod` (a fused Relax module) for `trials` measurements in total.
 
     A run starts from an empty `work_dir` (its database included) unless `resume`: a database
@@ -118,14 +119,16 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     Trials are timed by `measurer`, or by the one `make_measurer` gives for `runner_cfg`
     (here, or on the platform's board over RPC). `controller` (tcl.tvm.controller.ControllerSettings)
     stops measuring tasks whose best latency has settled, leaving their trials to the others; `draft`
-    (tcl.tvm.draft.DraftSettings) has PSA draft and `cost_model` verify. Each is on when its settings say
-    `enabled` or `cost_model_name` carries its modifier (+moses, +draft: tcl.tvm.names); `params` gives
-    PSA's knobs (params.yaml tune.psa).
+    (tcl.tvm.draft.DraftSettings) has PSA draft and `cost_model` verify; `guard` (tcl.tvm.guard.GuardSettings)
+    lets TVM's XGB score the tasks it ranks better than a learned `cost_model`. Each is on when its settings
+    say `enabled` or `cost_model_name` carries its modifier (+moses, +draft, +guard: tcl.tvm.names); `params`
+    gives PSA's knobs (params.yaml tune.psa).
     """
     import dataclasses
 
     from .controller import ControllerSettings
     from .draft import DraftSettings, DraftThenVerify
+    from .guard import GuardedCostModel, GuardSettings
     from .psa import make_analyzer
 
     from tvm.s_tir import meta_schedule as ms
@@ -148,6 +151,11 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     spec = parse_cost_model(cost_model_name)
     controller = controller or ControllerSettings()
     controller = controller if (controller.enabled or spec.moses) else None
+    guard = guard or GuardSettings()
+    guarded = None
+    if (guard.enabled and not spec.builtin) or spec.guard:
+        fallback = make_builtin_cost_model("xgb", seed, platform.threads)
+        cost_model = guarded = GuardedCostModel(cost_model, fallback, guard)
     draft = draft or DraftSettings()
     if draft.enabled or spec.draft:
         search = dataclasses.replace(search or SearchSettings(), population=draft.population)
@@ -183,5 +191,12 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
                         trials=curve.trials, trial_budget=trials, tasks=len(contexts), wall_seconds=wall,
                         cost_model_seconds=timed.seconds, curve=curve.points, database=database,
                         stopped_tasks=list(stopped),
-                        work_dir=str(work_dir), feature_cache_hit_rate=getattr(
-                            getattr(getattr(cost_model, "inner", cost_model), "features", None), "hit_rate", None))
+                        fallback_tasks=sorted(guarded.on_fallback) if guarded is not None else [],
+                        work_dir=str(work_dir), feature_cache_hit_rate=_feature_cache_hit_rate(cost_model))
+
+
+def _feature_cache_hit_rate(cost_model) -> float | None:
+    """The learned model's feature-cache hit rate, under the wrappers (+draft, +guard) around it."""
+    while not hasattr(cost_model, "features") and hasattr(cost_model, "inner"):
+        cost_model = cost_model.inner
+    return getattr(getattr(cost_model, "features", None), "hit_rate", None)

@@ -1,0 +1,90 @@
+"""A learned model that cannot rank a task worse than TVM's XGB for long: per-task choice on fresh batches.
+
+A pretrained model that ranks familiar tasks well can steer the search below random search on an
+operator it has never seen. Guarded (`+guard`), each task is scored by whichever of two rankers
+ordered that task's last `window` measured batches better: the learned model (adapting as its name
+says) or TVM's XGB, which learns from every measurement of the run exactly as it does when it tunes
+alone. Each measured batch is a fresh test for both: their scores for it are taken before either
+learns its latencies. The learned model keeps a task unless XGB's pairwise accuracy over the window
+beats it by `margin`; a task handed to XGB comes back the same way. Costs one XGB per run and two
+extra scorings of each measured batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.cost_model import PyCostModel
+
+from ..config import settings_from
+from ..models.metrics import pairwise_accuracy
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    """`tune.guard` of params.yaml (`enabled` turns it on for every learned model; `+guard` for one)."""
+
+    enabled: bool = False
+    window: int = 3         # measured batches of a task the two rankers are compared over
+    margin: float = 0.05    # pairwise accuracy by which the other ranker must lead to take the task
+
+    def __post_init__(self):
+        if self.window < 1 or not 0.0 <= self.margin < 1.0:
+            raise ValueError(f"params.yaml tune.guard: need window >= 1 and 0 <= margin < 1, got "
+                             f"window={self.window}, margin={self.margin}")
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> "GuardSettings":
+        return settings_from(cls, (params.get("tune") or {}).get("guard"), "tune.guard")
+
+
+@derived_object
+class GuardedCostModel(PyCostModel):
+    """Scores each task with `inner` or `fallback`, whichever ranked its recent measured batches better."""
+
+    def __init__(self, inner, fallback, settings: GuardSettings):
+        super().__init__()
+        self.inner, self.fallback, self.settings = inner, fallback, settings
+        self.accuracy: dict[str, list[tuple[float, float]]] = {}  # task -> (inner, fallback) per batch
+        self.on_fallback: set[str] = set()
+        self.switches: list[tuple[str, int, str]] = []  # (task, batch, "fallback" | "inner")
+
+    def load(self, path: str) -> None:
+        self.inner.load(path)
+
+    def save(self, path: str) -> None:
+        self.inner.save(path)
+
+    def predict(self, context, candidates) -> np.ndarray:
+        model = self.fallback if str(context.task_name) in self.on_fallback else self.inner
+        return np.asarray(model.predict(context, candidates), dtype="float64")
+
+    def update(self, context, candidates, results) -> None:
+        task = str(context.task_name)
+        ran = [i for i, r in enumerate(results) if r.error_msg is None and r.run_secs]
+        if len(ran) >= 2:
+            measured = [candidates[i] for i in ran]
+            speed = 1.0 / np.asarray([np.mean([float(s) for s in results[i].run_secs]) for i in ran])
+            same_task = np.zeros(len(ran))
+            scores = [model.predict(context, measured) for model in (self.inner, self.fallback)]
+            accuracy = tuple(pairwise_accuracy(s, speed, same_task) for s in scores)
+            if all(np.isfinite(accuracy)):
+                self.accuracy.setdefault(task, []).append(accuracy)
+                self._choose(task)
+        self.inner.update(context, candidates, results)
+        self.fallback.update(context, candidates, results)
+
+    def _choose(self, task: str) -> None:
+        history = self.accuracy[task]
+        if len(history) < self.settings.window:
+            return
+        ours, theirs = np.mean(history[-self.settings.window:], axis=0)
+        if task not in self.on_fallback and theirs > ours + self.settings.margin:
+            self.on_fallback.add(task)
+            self.switches.append((task, len(history), "fallback"))
+        elif task in self.on_fallback and ours > theirs + self.settings.margin:
+            self.on_fallback.discard(task)
+            self.switches.append((task, len(history), "inner"))

@@ -1,0 +1,116 @@
+"""The guard (tcl.tvm.guard): per task, the ranker that ordered the task's recent measured batches
+better scores it. Real candidates of a tiny matmul, timed on this CPU; the two rankers compared are
+built from those very timings (one orders candidates by measured speed, the other by its reverse),
+so which one deserves the task is known exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.cost_model import PyCostModel
+
+from conftest import toy_matmul_task
+from tcl.tvm.guard import GuardedCostModel, GuardSettings
+
+
+@derived_object
+class ByMeasuredSpeed(PyCostModel):
+    """Scores a candidate by its measured speed (or its reverse): a ranker whose quality is known."""
+
+    def __init__(self, speed: dict[str, float], reverse: bool = False):
+        super().__init__()
+        self.speed, self.reverse, self.updates = speed, reverse, 0
+
+    def load(self, path: str) -> None: ...
+
+    def save(self, path: str) -> None: ...
+
+    def update(self, context, candidates, results) -> None:
+        self.updates += 1
+
+    def predict(self, context, candidates) -> np.ndarray:
+        from tvm.s_tir.meta_schedule.utils import shash2hex
+
+        s = np.asarray([self.speed[shash2hex(c.sch.mod)] for c in candidates])
+        top = max(self.speed.values())
+        return top - s if self.reverse else s  # non-negative either way
+
+
+@pytest.fixture(scope="module")
+def measured(host_platform, measurer):
+    """(context, candidates, runner results, speed by program) of 24 distinct timed matmul programs."""
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.utils import shash2hex
+
+    task = toy_matmul_task(64)
+    context = ms.TuneContext(task.mod, target=host_platform.tvm_target(), space_generator="post-order-apply",
+                             search_strategy="replay-trace", task_name="matmul64", rand_state=3, num_threads=1)
+    context.pre_tuning(max_trials=64, num_trials_per_iter=64, database=ms.database.MemoryDatabase(),
+                       cost_model=None)
+    unique = {}
+    for cand in context.generate_measure_candidates():
+        unique.setdefault(shash2hex(cand.sch.mod), cand)
+    candidates = list(unique.values())[:24]
+    _, results = measurer.measure(candidates)
+    kept = [(c, r) for c, r in zip(candidates, results) if r.error_msg is None]
+    assert len(kept) >= 16, "too few matmul programs ran"
+    speed = {shash2hex(c.sch.mod): 1.0 / float(np.mean([float(s) for s in r.run_secs])) for c, r in kept}
+    return context, [c for c, _ in kept], [r for _, r in kept], speed
+
+
+def _feed(model, context, candidates, results, batch: int = 8) -> None:
+    for lo in range(0, len(candidates), batch):
+        model.update(context, candidates[lo:lo + batch], results[lo:lo + batch])
+
+
+def test_a_task_goes_to_the_ranker_that_orders_its_measurements_better(measured):
+    context, candidates, results, speed = measured
+    task = str(context.task_name)
+    good, bad = ByMeasuredSpeed(speed), ByMeasuredSpeed(speed, reverse=True)
+
+    # a learned model that ranks this task backwards hands it over once the window has seen it
+    guarded = GuardedCostModel(bad, good, GuardSettings(window=2, margin=0.05))
+    assert np.allclose(guarded.predict(context, candidates), bad.predict(context, candidates))
+    _feed(guarded, context, candidates, results)
+    assert task in guarded.on_fallback and guarded.switches[0] == (task, 2, "fallback")
+    assert np.allclose(guarded.predict(context, candidates), good.predict(context, candidates))
+    ours, theirs = np.mean(guarded.accuracy[task], axis=0)
+    assert ours < 0.2 and theirs > 0.8   # scores taken before the batch was learned, on real timings
+    assert bad.updates == good.updates == len(guarded.accuracy[task])  # both keep learning
+
+    # a learned model that ranks it well keeps it
+    kept = GuardedCostModel(good, bad, GuardSettings(window=2, margin=0.05))
+    _feed(kept, context, candidates, results)
+    assert not kept.on_fallback and not kept.switches
+    assert np.allclose(kept.predict(context, candidates), good.predict(context, candidates))
+
+
+def test_the_guard_decides_per_task_and_not_before_its_window(measured, host_platform):
+    from tvm.s_tir import meta_schedule as ms
+
+    context, candidates, results, speed = measured
+    other = ms.TuneContext(context.mod, target=host_platform.tvm_target(), task_name="another task",
+                           num_threads=1)
+    guarded = GuardedCostModel(ByMeasuredSpeed(speed, reverse=True), ByMeasuredSpeed(speed),
+                               GuardSettings(window=3, margin=0.05))
+    _feed(guarded, context, candidates[:16], results[:16])          # two batches: fewer than the window
+    assert not guarded.on_fallback
+    _feed(guarded, context, candidates[16:], results[16:])
+    assert guarded.on_fallback == {str(context.task_name)}         # the other task was never judged
+    assert np.allclose(guarded.predict(other, candidates), ByMeasuredSpeed(speed, reverse=True).predict(
+        other, candidates))
+
+
+def test_guard_settings_and_names():
+    from tcl.tvm.names import parse_cost_model
+
+    assert GuardSettings.from_params({"tune": {"guard": {"window": 5}}}).window == 5
+    with pytest.raises(ValueError, match=r"tune\.guard"):
+        GuardSettings.from_params({"tune": {"guard": {"windows": 5}}})
+    with pytest.raises(ValueError, match=r"tune\.guard"):
+        GuardSettings(window=0)
+    spec = parse_cost_model("tenset_mlp+moa+guard")
+    assert spec.guard and spec.adaptation == "moa" and not parse_cost_model("tcl+draft").guard
+    with pytest.raises(ValueError, match="nothing to guard"):
+        parse_cost_model("xgb+guard")
