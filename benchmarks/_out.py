@@ -3,14 +3,28 @@
 The reports under reports/ are the figures the README quotes (tracked in git and DVC); a quick
 look with fewer seeds or epochs must not overwrite them. Without flags a benchmark writes under
 tmp/bench/ (gitignored); `--update-report` writes the committed report, `--out` anywhere.
+
+Every report names its provenance (`provenance`, `provenance_line`): the data version it was
+computed from, as dvc.lock records it, and the command that wrote it, so that a figure quoted
+from it can be traced and rerun (tests/test_report_provenance.py reads it back).
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 SCRATCH = Path("tmp") / "bench"
+REPO = Path(__file__).resolve().parent.parent
+# The data version is the collected records' md5 (as in the dataset card); the ingested tuning runs and
+# the features derived from both change without it, so a report names theirs too.
+DATA_OUTPUTS = ("data/records", "data/tuning", "data/features")
+NOT_LOCKED = "not locked yet"
 
 
 def add_out_args(ap: argparse.ArgumentParser, report: str) -> None:
@@ -25,3 +39,31 @@ def out_path(args: argparse.Namespace, report: str) -> Path:
     if args.out:
         return Path(args.out)
     return Path(report) if args.update_report else SCRATCH / Path(report).name
+
+
+def locked_md5s(lock: Path = REPO / "dvc.lock", paths: tuple[str, ...] = DATA_OUTPUTS) -> dict[str, str]:
+    """The md5 dvc.lock records for each of `paths` (whichever stage outputs it), NOT_LOCKED where none does."""
+    stages = ((yaml.safe_load(lock.read_text()) or {}).get("stages") or {}) if lock.exists() else {}
+    found = {o["path"]: str(o.get("md5", NOT_LOCKED)) for stage in stages.values() for o in stage.get("outs") or []}
+    return {p: found.get(p, NOT_LOCKED) for p in paths}
+
+
+def command_line(script: str | Path, argv: list[str] | None = None) -> str:
+    """`python <script> <argv>` (the script's path from the repository root, argv quoted for a shell;
+    sys.argv[1:] unless given): the command that reruns the report."""
+    path = Path(script).resolve()
+    shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+    return f"python {shown.as_posix()} {shlex.join(sys.argv[1:] if argv is None else argv)}".rstrip()
+
+
+def provenance(script: str | Path, argv: list[str] | None = None, lock: Path = REPO / "dvc.lock") -> dict[str, Any]:
+    """What a report records about where it came from: `data_version`, `data_outputs` and `command`."""
+    outputs = locked_md5s(lock)
+    return {"data_version": outputs["data/records"], "data_outputs": outputs, "command": command_line(script, argv)}
+
+
+def provenance_line(prov: dict[str, Any]) -> str:
+    """The provenance as one Markdown line (a report's last line)."""
+    others = "; ".join(f"{p} `{m}`" for p, m in prov.get("data_outputs", {}).items() if p != "data/records")
+    return (f"Data version `{prov['data_version']}` (dvc.lock md5 of data/records{'; ' + others if others else ''}); "
+            f"command: `{prov['command']}`")

@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 
 from tcl import tracking  # noqa: E402
 from tcl.config import load_params  # noqa: E402
-from tcl.data.card import dvc_data_version  # noqa: E402
+from benchmarks._out import provenance_line  # noqa: E402
 from tcl.data.store import atomic_write_bytes  # noqa: E402
 from tcl.features.dataset import load_split  # noqa: E402
 from tcl.train.evaluate import EvalSettings, composition, random_scorer_metrics, ranking_metrics  # noqa: E402
@@ -204,7 +204,7 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"| {LABELS.get(d['model'], d['model'])} | {d['axis']} | {e['slope']:+.3f} | {e['last']:+.3f} | "
                      f"{d['slope']:+.3f} | {d['last']:+.3f} | {d['seed_std']:.3f} | {d['verdict']} |")
     comp = report["test_composition"]
-    lines += ["", f"- platform {report['platform']}, data version {report['data_version']}; held-out test split: "
+    lines += ["", f"- platform {report['platform']}; held-out test split: "
               f"{comp['tasks']} tasks, {comp['programs']} programs, {len(comp['networks'])} networks "
               f"({', '.join(comp['networks'])}); the 5 heaviest tasks carry "
               f"{comp['eq12_weight_share_top5_tasks']:.0%} of eq. 12's weight.",
@@ -212,7 +212,7 @@ def render(report: dict[str, Any]) -> str:
               "(eq. 12 and "
               "mean/task resample tasks, mean/network resamples networks), of the mean over seeds; ± is the seed "
               "standard deviation.",
-              f"- command: `{report['command']}`"]
+              f"- {provenance_line(report)}"]
     if report.get("notes"):
         lines += [f"- {n}" for n in report["notes"]]
     return "\n".join(lines) + "\n"
@@ -253,12 +253,12 @@ def plot(report: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def report_of(platform: str, params: dict[str, Any], cells_dir: Path, command: str, notes: list[str]
+def report_of(platform: str, params: dict[str, Any], cells_dir: Path, prov: dict[str, Any], notes: list[str]
               ) -> dict[str, Any]:
     settings = EvalSettings.from_params(params)
     test = load_split(REPO / "data" / "features" / platform, "test")
     points = aggregate(test, cells_dir, settings)
-    report = {"platform": platform, "data_version": dvc_data_version(REPO / "dvc.lock"), "command": command,
+    report = {"platform": platform, **prov,
               "eval": {"bootstrap": settings.bootstrap, "ci": settings.ci, "seed": settings.seed},
               "test_composition": composition(test), "random": random_scorer_metrics(test, settings=settings),
               "points": points, "notes": notes, "doubling": {}}
@@ -270,7 +270,7 @@ def report_of(platform: str, params: dict[str, Any], cells_dir: Path, command: s
 
 
 def main(argv: list[str] | None = None) -> None:
-    from benchmarks._out import add_out_args, out_path
+    from benchmarks._out import add_out_args, out_path, provenance
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--platform", default="zen4-avx512-1c")
@@ -299,16 +299,16 @@ def main(argv: list[str] | None = None) -> None:
         if model in epochs_of:     # a model not in --models this time keeps its cells as they are
             epochs_of[model] = int(n)
     cells_dir = args.cells or REPO / "tmp" / "learning_curve" / args.platform
-    command = "python benchmarks/bench_learning_curve.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    prov = provenance(__file__, argv)  # the data as locked when the run starts
     import torch
     torch.set_num_threads(1)
     with tracking.run(params, f"learning-curve-{args.platform}", {"stage": "learning_curve"}):
         tracking.log_params({"platform": args.platform, "models": ",".join(args.models), "axes": ",".join(args.axes),
                              "fractions": ",".join(map(str, args.fractions)), "seeds": ",".join(map(str, args.seeds)),
                              **{f"epochs.{m}": e for m, e in epochs_of.items()},
-                             "data_version": dvc_data_version(REPO / "dvc.lock")})
+                             "data_version": prov["data_version"]})
         run_cells(args.platform, params, args.models, args.axes, fractions, args.seeds, epochs_of, cells_dir)
-        report = report_of(args.platform, params, cells_dir, command, args.note)
+        report = report_of(args.platform, params, cells_dir, prov, args.note)
         for p in report["points"]:
             step = round(p["fraction"] * 100)
             tracking.log_metrics({f"{p['model']}.{p['axis']}.{k}": v for k, v in p.items()

@@ -6,13 +6,14 @@ from the same validated records (cached next to the features). Every model gets 
 splits, labels (min latency / latency per task), seed and epochs, and is scored with the same
 ranking metrics on the test split (held-out networks), or on validation if test is empty.
 
-    python benchmarks/bench_models.py [--platform host-avx512-2c] [--epochs N]
+    python benchmarks/bench_models.py [--platform zen4-avx512-1c] [--epochs N]
 
 Columns: parameters (XGB: tree nodes), size of the saved model, training time, inference
 throughput on 512-candidate batches with one thread (model only), featurization throughput
 from MetaSchedule candidates with one thread (tokens vs PerStoreFeature: what a tuner pays
 before the model), top-1/top-5 in both conventions, pairwise accuracy.
-Writes tmp/bench/bench_models.{json,md}, or with --update-report the committed reports/bench_models.{json,md}.
+Writes tmp/bench/bench_models.{json,md}, or with --update-report the committed reports/bench_models.{json,md},
+naming the data version and this command.
 """
 
 from __future__ import annotations
@@ -164,6 +165,7 @@ def render(result: dict[str, Any]) -> str:
     notes.append("top-k 'sums' = TCL eq. 12 (one ratio over all held-out networks); 'mean/net' = Tenset's mean "
                  "of per-network ratios. Inference: 512-candidate batches, 1 thread, model only; featurize: "
                  "MetaSchedule candidates -> model input, 1 thread.")
+    notes += result.get("notes", [])
     return "\n".join(lines) + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n"
 
 
@@ -236,11 +238,11 @@ def run(platform_name: str, params: dict[str, Any], *, epochs: int, seed: int, m
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     sys.path.insert(0, str(REPO))  # run as a script, benchmarks/ is on the path instead
-    from benchmarks._out import add_out_args, out_path
+    from benchmarks._out import add_out_args, out_path, provenance, provenance_line
     from tcl.config import load_params
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--platform", default="host-avx512-2c")
+    ap.add_argument("--platform", default="zen4-avx512-1c")
     ap.add_argument("--params", default=str(REPO / "params.yaml"))
     ap.add_argument("--epochs", type=int, default=None, help="default: params train.epochs")
     ap.add_argument("--seed", type=int, default=None, help="default: params seed")
@@ -251,7 +253,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--store", default="data/records", help="record store holding _workloads/")
     ap.add_argument("--extract-threads", type=int, default=1)
     add_out_args(ap, "reports/bench_models")  # a prefix: <out>.json and <out>.md
+    ap.add_argument("--note", action="append", default=[], help="a line for the report (e.g. why epochs are lower)")
     args = ap.parse_args(argv)
+    prov = provenance(__file__, argv)  # the data as locked when the run starts
     params = load_params(args.params)
     epochs = args.epochs if args.epochs is not None else int(params["train"]["epochs"])
     result = run(args.platform, params, epochs=epochs,
@@ -261,7 +265,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                  validated=Path(args.validated or f"data/validated/platform={args.platform}.parquet"),
                  store_root=Path(args.store), xgb_rounds=args.xgb_rounds, extract_threads=args.extract_threads,
                  log=lambda m: print(m, file=sys.stderr, flush=True))
-    table = render(result)
+    result.update(prov, notes=args.note)
+    table = render(result) + f"- {provenance_line(result)}\n"
     print(table)
     out = out_path(args, "reports/bench_models")
     out.parent.mkdir(parents=True, exist_ok=True)

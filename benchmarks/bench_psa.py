@@ -24,21 +24,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 
-def data_version(records: Path) -> str:
-    """The md5 dvc.lock records for the records directory (what `dvc repro` built from), or 'unknown'."""
-    import yaml
-
-    lock = REPO / "dvc.lock"
-    if not lock.exists():
-        return "unknown"
-    want = records.relative_to(REPO)
-    for stage in (yaml.safe_load(lock.read_text()).get("stages") or {}).values():
-        for out in stage.get("outs", []) + stage.get("deps", []):
-            if Path(out.get("path", "")) == want:
-                return str(out.get("md5", "unknown"))
-    return "unknown"
-
-
 def psa_scores(table, store_root: Path, platform, params) -> np.ndarray:
     """PSA's score of every row (NaN where the trace does not replay), one task at a time."""
     import tvm
@@ -126,6 +111,7 @@ def table_lines(results: list[dict]) -> list[str]:
 
 
 def main(argv=None) -> None:
+    from benchmarks._out import provenance, provenance_line
     from tcl.config import load_params
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -134,19 +120,18 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default=str(REPO / "reports" / "psa"))
     args = ap.parse_args(argv)
     params = load_params(REPO / "params.yaml")
-    command = "python benchmarks/bench_psa.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    prov = provenance(__file__, argv)  # the data as locked when the run starts
     results = [evaluate(p, params, args.max_tasks) for p in args.platforms]
     lines = table_lines(results)
     print("\n".join(lines))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    version = data_version(REPO / "data" / "records")
     for r in results:
-        r.update(data_version=version, command=command)
+        r.update(prov)
         (out / f"{r['platform']}.json").write_text(json.dumps(r, indent=2))
         (out / f"{r['platform']}.md").write_text(
-            f"# PSA ranking on {r['platform']} (test split)\n\nData version (dvc.lock md5 of data/records): "
-            f"{version}\n\nCommand: `{command}`\n\n" + "\n".join(table_lines([r])) +
+            f"# PSA ranking on {r['platform']} (test split)\n\n{provenance_line(prov)}\n\n"
+            + "\n".join(table_lines([r])) +
             f"\n\nPSA: {r['psa_seconds_per_program'] * 1e3:.2f} ms per program (replay + analysis); "
             f"{r['unreplayed']} programs did not replay; up to {r['programs_per_task_max']} programs per task.\n")
 

@@ -14,7 +14,8 @@ target model (tcl/transfer/tracked.py; MLFLOW_TRACKING_URI picks the store).
 
     taskset -c 0 python benchmarks/bench_transfer.py [--seeds 0,1,2] [--cl-epochs 2 --kd-epochs 2] [--track]
 
-<out> is tmp/bench/transfer unless --update-report (the committed reports/transfer) or --out.
+<out> is tmp/bench/transfer unless --update-report (the committed reports/transfer) or --out. Both
+files name the data version and this command.
 """
 
 from __future__ import annotations
@@ -29,9 +30,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._out import add_out_args, out_path  # noqa: E402
+from benchmarks._out import add_out_args, out_path, provenance, provenance_line  # noqa: E402
 from tcl.config import load_params  # noqa: E402
-from tcl.data.card import dvc_data_version  # noqa: E402
 from tcl.data.store import atomic_write_bytes  # noqa: E402
 from tcl.features.dataset import load_split, load_tokenizer  # noqa: E402
 from tcl.models import param_count  # noqa: E402
@@ -112,7 +112,8 @@ def main() -> None:
     hparams = {m: settings.hparams(params, m) for m in {"tcl", "tlp", settings.model}}
     test = load_split(features / settings.target, "test")
     floor = random_scorer_metrics(test)
-    data_version = dvc_data_version(Path("dvc.lock"))
+    prov = provenance(__file__)
+    data_version = prov["data_version"]
     tracking = None
     if args.track:
         platforms = load_platforms(params)
@@ -139,13 +140,13 @@ def main() -> None:
     md = table(summary, floor)
     print(md)
     out.mkdir(parents=True, exist_ok=True)
-    report = {"order": settings.order, "target": settings.target, "data_version": data_version,
+    report = {"order": settings.order, "target": settings.target, **prov,
               "settings": vars(settings), "test_programs": int(len(test["x"])), "random": floor,
               "seconds": time.perf_counter() - start, "summary": summary, "runs": runs}
     atomic_write_bytes(out / "bench.json", json.dumps(report, indent=2).encode())
     atomic_write_bytes(out / "bench.md", (f"Target {settings.target} after {' -> '.join(settings.order[:-1])}; "
                                           f"{settings.rate:.0%} of its programs ({settings.sampler}); "
-                                          f"seeds {settings.seeds}; data {data_version}\n\n{md}\n").encode())
+                                          f"seeds {settings.seeds}\n\n{md}\n\n{provenance_line(prov)}\n").encode())
     if forgetting is not None:
         plot_forgetting(forgetting, out / "forgetting.png", f"CKD, seed {settings.seeds[0]}: "
                                                             f"{' -> '.join(settings.order)}")

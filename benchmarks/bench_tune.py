@@ -40,6 +40,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from flows import _tvm_first  # noqa: E402,F401  (before MLflow: see flows/_tvm_first.py)
+from benchmarks._out import provenance, provenance_line  # noqa: E402
 from tcl.config import load_params  # noqa: E402
 from tcl.platforms import get_platform  # noqa: E402
 from tcl.tvm.report import run_tuning_stage  # noqa: E402
@@ -391,10 +392,11 @@ def main() -> None:
     if not summary:
         raise SystemExit("nothing to report: no seed has every model tuned yet")
     seeds = {name: sorted(tables) for name, tables in seed_tables.items()}
-    text = render(summary, baseline, seeds, budgets, retimed=retimed)
+    prov = provenance(__file__)  # the learned models' own data versions are in their pins (per_seed rows)
+    text = render(summary, baseline, seeds, budgets, retimed=retimed) + f"- {provenance_line(prov)}\n"
     print(text)
     (out / "summary.md").write_text(text)
-    (out / "summary.json").write_text(json.dumps({"platform": platform.name, "seeds": seeds,
+    (out / "summary.json").write_text(json.dumps({**prov, "platform": platform.name, "seeds": seeds,
                                                   "trials": budgets, "trials_per_iter": per_iters,
                                                   "workloads": workloads,
                                                   "networks": summary, "per_seed": seed_tables}, indent=2))

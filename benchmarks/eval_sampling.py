@@ -6,8 +6,8 @@ then the evaluation model (`--model`, the same for every strategy, with the trai
 stage's settings) is trained on the picks only and scored on the held-out test
 networks. Rate 1.0 trains on everything (the same for every strategy). Prints a
 table of mean +- std over seeds, writes eval.{json,png} under tmp/bench/sampling, or with
---update-report under the committed reports/sampling (the PNG is a DVC plot in dvc.yaml), and
-logs both to MLflow when it is installed.
+--update-report under the committed reports/sampling (the PNG is a DVC plot in dvc.yaml; the JSON
+names the data version and this command), and logs both to MLflow when it is installed.
 
     python benchmarks/eval_sampling.py --platform host-avx2-1c [--seeds 5] [--workers 2] [--update-report]
 
@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._out import add_out_args, out_path  # noqa: E402
+from benchmarks._out import add_out_args, out_path, provenance  # noqa: E402
 from tcl.config import load_params  # noqa: E402
 from tcl.data.store import atomic_write_bytes  # noqa: E402
 from tcl.features.dataset import load_split  # noqa: E402
@@ -178,6 +178,7 @@ def main() -> None:
         report = json.loads((out / "eval.json").read_text())
         log_to_mlflow(params, report["summary"], out, {"platform": report["platform"]})
         return
+    prov = provenance(__file__)  # the data as locked when the run starts
     if args.epochs:
         params["train"]["epochs"] = params["sampling"]["epochs"] = args.epochs
     if args.f_model:
@@ -209,7 +210,7 @@ def main() -> None:
     for line in goal_lines(summary):
         print(line)
     out.mkdir(parents=True, exist_ok=True)
-    report = {"platform": platform, "model": model, "train_programs": n_train, "test_programs": n_test,
+    report = {**prov, "platform": platform, "model": model, "train_programs": n_train, "test_programs": n_test,
               "seeds": args.seeds, "seconds": time.perf_counter() - start, "summary": summary, "runs": results,
               "sampling": {k: v for k, v in params["sampling"].items() if k != "platforms"}}
     atomic_write_bytes(out / "eval.json", json.dumps(report, indent=2).encode())
