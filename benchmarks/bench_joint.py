@@ -1,0 +1,353 @@
+"""Joint training across platforms: one model on every platform's data against a model per platform.
+
+TCL's premise is one cost model for many platforms, the hardware row of its input telling
+them apart. Three ways of training, each scored on a platform's held-out test split (held-out
+networks; the split is by task and the same on every platform, so no test task is trained on):
+
+- per_platform: a model trained on platform P's training split only, scored on P;
+- joint: one model trained on the union of every platform's training split, scored on each;
+- lopo (leave one platform out): a joint model trained on every platform but P, scored on P
+  (zero-shot: none of P's measurements is seen).
+
+In the union a task keeps one group per platform (its programs are ranked against each other
+only within one platform's measurements). Tenset-MLP's input (TVM's PerStoreFeature) has no
+hardware row: the report says how many programs measured on two platforms get the same input.
+
+Each (model, setting, platform, seed) cell trains one model from scratch and writes its test scores
+to `<cells>/<model>-<setting>-<platform>-s<seed>.json` (the joint cell's platform is `all`); a cell
+already there is skipped, so a killed run resumes. Figures: tcl.train.evaluate (eq. 12 and mean per
+task, bootstrap CIs over tasks of the seed mean, seed spread), and a random scorer per platform.
+
+    python benchmarks/bench_joint.py --models tcl tenset_mlp --seeds 0 1 --epochs 8 --epochs-for tcl=2
+
+Writes tmp/bench/joint/joint.{json,md,png}, or with --update-report the committed
+reports/joint/joint.{json,md,png} (naming the data version and this command), and one MLflow run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks._out import provenance_line  # noqa: E402
+from benchmarks.bench_learning_curve import LABELS, _ci, train_cell  # noqa: E402
+from tcl import tracking  # noqa: E402
+from tcl.config import load_params  # noqa: E402
+from tcl.data.store import atomic_write_bytes  # noqa: E402
+from tcl.features.dataset import load_split  # noqa: E402
+from tcl.train.evaluate import EvalSettings, composition, random_scorer_metrics, ranking_metrics  # noqa: E402
+
+SETTINGS = ("per_platform", "joint", "lopo")
+SETTING_LABELS = {"per_platform": "per-platform", "joint": "joint", "lopo": "leave-one-out"}
+ALL = "all"              # the joint cell's platform field
+REPORT = "reports/joint"
+MODELS = ("tcl", "tenset_mlp")
+Splits = dict[str, dict[str, np.ndarray]]
+
+
+def cells_of(platforms: list[str]) -> list[tuple[str, str]]:
+    """(setting, platform) of every model trained per seed: one per platform, one joint, one left out per platform."""
+    return ([("per_platform", p) for p in platforms] + [("joint", ALL)] + [("lopo", p) for p in platforms])
+
+
+def training_platforms(setting: str, platform: str, platforms: list[str]) -> list[str]:
+    if setting == "per_platform":
+        return [platform]
+    if setting == "joint":
+        return list(platforms)
+    if setting == "lopo":
+        return [p for p in platforms if p != platform]
+    raise ValueError(f"unknown setting {setting!r}; choose from {SETTINGS}")
+
+
+def scored_platforms(setting: str, platform: str, platforms: list[str]) -> list[str]:
+    return list(platforms) if setting == "joint" else [platform]
+
+
+def widen(x: np.ndarray, width: int) -> np.ndarray:
+    """`x` (N, rows, cols) with zero rows appended up to `width` (Tenset-MLP's store padding; tokens never need it)."""
+    if x.shape[1] > width:
+        raise ValueError(f"cannot narrow inputs of {x.shape[1]} rows to {width}")
+    return x if x.shape[1] == width else np.pad(x, ((0, 0), (0, width - x.shape[1]), (0, 0)))
+
+
+def union(splits: Splits, platforms: list[str]) -> dict[str, np.ndarray]:
+    """The rows of `platforms`' splits stacked, with a `platform` column; each platform's groups are
+    renumbered past the previous ones, so a task measured on two platforms is two groups."""
+    if not platforms:
+        raise ValueError("no platform to train on: a leave-one-out run needs at least two platforms")
+    parts, offset = [], 0
+    for p in platforms:
+        s = splits[p]
+        parts.append({**s, "group": s["group"] + offset, "platform": np.full(len(s["label"]), p)})
+        offset += int(s["group"].max()) + 1 if len(s["group"]) else 0
+    return {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
+
+
+def check_held_out(train: dict[str, np.ndarray], tests: Splits, setting: str, platform: str) -> None:
+    """Fail if a scored platform's test task is in the training set, or a left-out platform's rows are."""
+    if setting == "lopo" and platform in set(train["platform"]):
+        raise ValueError(f"leave-one-out of {platform}: its training rows are in the training set")
+    for p, test in tests.items():
+        leaked = np.intersect1d(test["task_key"], train["task_key"])
+        if len(leaked):
+            raise ValueError(f"data/features/{p}/test.npz: {len(leaked)} test task(s) are in the training set "
+                             f"of {setting}/{platform} (e.g. {leaked[0]}); the features' split is broken")
+
+
+def load_inputs(model_name: str, platforms: list[str], params: dict[str, Any], features_root: Path,
+                records_root: Path, log=print) -> Splits:
+    """{platform: {"train", "test"}} with the model's `x`, every platform padded to one width."""
+    from tcl.train.inputs import model_inputs
+
+    out = {}
+    for p in platforms:
+        base = {s: load_split(features_root / p, s) for s in ("train", "test")}
+        out[p], _ = model_inputs(model_name, p, params, features_root / p, base, records_root=records_root, log=log)
+    width = max(s["x"].shape[1] for splits in out.values() for s in splits.values())
+    return {p: {name: {**s, "x": widen(s["x"], width)} for name, s in splits.items()} for p, splits in out.items()}
+
+
+def platform_visibility(inputs: Splits) -> dict[str, Any]:
+    """Of the training programs measured on two platforms (same program id), how many get different
+    inputs: 1.0 means the model can tell every such pair apart, 0.0 that it sees one program twice
+    with two labels."""
+    names = list(inputs)
+    pairs, differ = 0, 0
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            ta, tb = inputs[a]["train"], inputs[b]["train"]
+            shared, ia, ib = np.intersect1d(ta["program_id"], tb["program_id"], return_indices=True)
+            pairs += len(shared)
+            differ += int(np.any((ta["x"][ia] != tb["x"][ib]).reshape(len(shared), -1), axis=1).sum())
+    return {"shared_programs": pairs, "different_inputs": differ, "share": differ / pairs if pairs else math.nan}
+
+
+def cell_path(cells_dir: Path, model: str, setting: str, platform: str, seed: int) -> Path:
+    return cells_dir / f"{model}-{setting}-{platform}-s{seed}.json"
+
+
+def run_cells(model_name: str, inputs: Splits, params: dict[str, Any], seeds: list[int], epochs: int,
+              cells_dir: Path, log=print) -> None:
+    """Train every cell of `model_name` not yet in `cells_dir` (one JSON each)."""
+    platforms = list(inputs)
+    cells_dir.mkdir(parents=True, exist_ok=True)
+    trains = {p: inputs[p]["train"] for p in platforms}
+    for seed in seeds:
+        for setting, platform in cells_of(platforms):
+            path = cell_path(cells_dir, model_name, setting, platform, seed)
+            if path.exists():
+                continue
+            train = union(trains, training_platforms(setting, platform, platforms))
+            scored = scored_platforms(setting, platform, platforms)
+            check_held_out(train, {p: inputs[p]["test"] for p in scored}, setting, platform)
+            x_test = np.concatenate([inputs[p]["test"]["x"] for p in scored])
+            scores, seconds = train_cell(model_name, train["x"], train, np.arange(len(train["label"])), x_test,
+                                         train["x"].shape[1:], params, epochs, seed)
+            ends = np.cumsum([len(inputs[p]["test"]["label"]) for p in scored])
+            by_platform = dict(zip(scored, np.split(scores, ends[:-1])))
+            cell = {"model": model_name, "setting": setting, "platform": platform, "seed": seed, "epochs": epochs,
+                    "train_platforms": sorted(set(train["platform"])), "train_programs": int(len(train["label"])),
+                    "train_tasks": int(len(np.unique(train["task_key"]))), "train_seconds": seconds,
+                    "scores": {p: [float(v) for v in s] for p, s in by_platform.items()}}
+            atomic_write_bytes(path, json.dumps(cell).encode())
+            tops = ", ".join(f"{p} {ranking_metrics(inputs[p]['test'], s, ks=(1,), settings=EvalSettings(bootstrap=0))['top1_mean_per_task']:.3f}"
+                             for p, s in by_platform.items())
+            log(f"{model_name} {setting} {platform} seed {seed}: {len(train['label'])} programs, {seconds:.1f} s; "
+                f"top-1 mean/task {tops}")
+
+
+def aggregate(tests: Splits, cells_dir: Path, settings: EvalSettings) -> list[dict[str, Any]]:
+    """One point per (model, setting, scored platform): the seeds' figures over every cell found."""
+    by_point: dict[tuple[str, str, str], list[tuple[dict, np.ndarray]]] = {}
+    for path in sorted(cells_dir.glob("*-s*.json")):
+        cell = json.loads(path.read_text())
+        for p, scores in cell["scores"].items():
+            if p not in tests:
+                continue
+            if len(scores) != len(tests[p]["label"]):
+                raise ValueError(f"{path}: {len(scores)} scores for {len(tests[p]['label'])} test programs of {p}: "
+                                 "the features changed since it was trained; delete the cells directory")
+            by_point.setdefault((cell["model"], cell["setting"], p), []).append((cell, np.array(scores)))
+    points = []
+    for (model, setting, p), runs in by_point.items():
+        runs.sort(key=lambda r: r[0]["seed"])
+        cells = [c for c, _ in runs]
+        figures = ranking_metrics(tests[p], [s for _, s in runs], ks=(1, 5), settings=settings)
+        points.append({"model": model, "setting": setting, "platform": p, "seeds": [c["seed"] for c in cells],
+                       "epochs": cells[0]["epochs"], "train_platforms": cells[0]["train_platforms"],
+                       "train_programs": cells[0]["train_programs"], "train_tasks": cells[0]["train_tasks"],
+                       "train_seconds": float(np.mean([c["train_seconds"] for c in cells])), **figures})
+    order = {s: i for i, s in enumerate(SETTINGS)}
+    points.sort(key=lambda q: (list(tests).index(q["platform"]), q["model"], order[q["setting"]]))
+    return points
+
+
+def render(report: dict[str, Any]) -> str:
+    """The markdown table (also what is printed)."""
+    head = ["platform", "model", "trained", "on", "programs", "tasks", "seeds", "epochs", "top-1 eq.12 [CI] ±seed sd",
+            "top-1 mean/task [CI]", "top-5 eq.12 [CI]", "top-5 mean/task [CI]", "train s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for platform in report["platforms"]:
+        for p in (q for q in report["points"] if q["platform"] == platform):
+            on = "all" if p["setting"] == "joint" else ("all but this" if p["setting"] == "lopo" else "this")
+            lines.append("| " + " | ".join([platform, LABELS.get(p["model"], p["model"]), SETTING_LABELS[p["setting"]],
+                                            on, str(p["train_programs"]), str(p["train_tasks"]), str(len(p["seeds"])),
+                                            str(p["epochs"]), _ci(p, "top1_ratio_of_sums"),
+                                            _ci(p, "top1_mean_per_task"), _ci(p, "top5_ratio_of_sums"),
+                                            _ci(p, "top5_mean_per_task"), f"{p['train_seconds']:.1f}"]) + " |")
+        floor = report["random"][platform]
+        lines.append(f"| {platform} | random scorer | - | - | - | - | 20 | - | {_ci(floor, 'top1_ratio_of_sums')} | "
+                     f"{_ci(floor, 'top1_mean_per_task')} | {_ci(floor, 'top5_ratio_of_sums')} | "
+                     f"{_ci(floor, 'top5_mean_per_task')} | - |")
+    lines += ["", "Top-1 mean per task against the per-platform model (point figures; the CIs above are per figure, "
+              "not of the difference):", "", "| platform | model | joint - per-platform | leave-one-out - per-platform |",
+              "|---|---|---|---|"]
+    for d in report["deltas"]:
+        lines.append(f"| {d['platform']} | {LABELS.get(d['model'], d['model'])} | {d['joint']:+.3f} | {d['lopo']:+.3f} |")
+    lines += [""]
+    for platform in report["platforms"]:
+        comp = report["test_composition"][platform]
+        lines.append(f"- {platform} held-out test split: {comp['tasks']} tasks, {comp['programs']} programs, "
+                     f"{len(comp['networks'])} network instances; the 5 heaviest tasks carry "
+                     f"{comp['eq12_weight_share_top5_tasks']:.0%} of eq. 12's weight.")
+    for model, v in report["platform_visibility"].items():
+        lines.append(f"- {LABELS.get(model, model)}: of {v['shared_programs']} (program, platform pair) training "
+                     f"programs measured on two platforms, {v['different_inputs']} ({v['share']:.0%}) get different "
+                     "inputs" + ("" if v["share"] > 0 else ": the joint model cannot tell the platforms apart"))
+    lines += [f"- CIs: {report['eval']['ci']:.0%} percentile bootstrap, "
+              f"{report['eval']['bootstrap']} draws over held-out tasks, of the mean over seeds; ± is the seed "
+              "standard deviation. Every setting trains the same epochs, so a joint model takes more steps.",
+              f"- {provenance_line(report)}"]
+    if report.get("notes"):
+        lines += [f"- {n}" for n in report["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def deltas(points: list[dict[str, Any]], metric: str = "top1_mean_per_task") -> list[dict[str, Any]]:
+    """Joint and leave-one-out minus per-platform, per (platform, model) where all three were trained."""
+    at = {(p["platform"], p["model"], p["setting"]): p[metric] for p in points}
+    out = []
+    for platform, model in dict.fromkeys((p["platform"], p["model"]) for p in points):
+        if all((platform, model, s) in at for s in SETTINGS):
+            base = at[(platform, model, "per_platform")]
+            out.append({"platform": platform, "model": model, "joint": at[(platform, model, "joint")] - base,
+                        "lopo": at[(platform, model, "lopo")] - base})
+    return out
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    """Grouped bars per platform (per-platform, joint, leave-one-out, random) with CI whiskers, a panel per
+    (figure, model)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = list(dict.fromkeys(p["model"] for p in report["points"]))
+    metrics = [("top1_ratio_of_sums", "top-1 eq. 12"), ("top1_mean_per_task", "top-1 mean per task")]
+    fig, grid = plt.subplots(len(metrics), len(models), figsize=(6.5 * len(models), 8), squeeze=False)
+    platforms = report["platforms"]
+    bars = [*SETTINGS, "random"]
+    width = 0.8 / len(bars)
+    for col, model in enumerate(models):
+        for row, (m, title) in enumerate(metrics):
+            ax = grid[row][col]
+            for i, bar in enumerate(bars):
+                found = [report["random"][pl] if bar == "random" else
+                         next((p for p in report["points"] if (p["model"], p["setting"], p["platform"]) ==
+                               (model, bar, pl)), None) for pl in platforms]
+                y = np.array([f[m] if f else np.nan for f in found])
+                err = np.array([[f[m] - f.get(f"{m}_ci_low", f[m]) if f else 0 for f in found],
+                                [f.get(f"{m}_ci_high", f[m]) - f[m] if f else 0 for f in found]])
+                ax.bar(np.arange(len(platforms)) + (i - (len(bars) - 1) / 2) * width, y, width, yerr=err, capsize=2,
+                       label=SETTING_LABELS.get(bar, "random scorer"), color="grey" if bar == "random" else f"C{i}")
+            ax.set_xticks(np.arange(len(platforms)), platforms, fontsize=8)
+            ax.set_ylabel(f"held-out {title}")
+            ax.set_title(LABELS.get(model, model))
+            ax.set_ylim(0, 1)
+            ax.grid(axis="y", alpha=0.3)
+            ax.legend(fontsize=7)
+    fig.suptitle(f"One model for every platform vs one per platform ({report['eval']['ci']:.0%} bootstrap CI over "
+                 "tasks, mean of seeds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def report_of(tests: Splits, params: dict[str, Any], cells_dir: Path, visibility: dict[str, Any],
+              prov: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    settings = EvalSettings.from_params(params)
+    points = aggregate(tests, cells_dir, settings)
+    return {"platforms": list(tests), **prov,
+            "eval": {"bootstrap": settings.bootstrap, "ci": settings.ci, "seed": settings.seed},
+            "test_composition": {p: composition(t) for p, t in tests.items()},
+            "random": {p: random_scorer_metrics(t, settings=settings) for p, t in tests.items()},
+            "platform_visibility": visibility, "points": points, "deltas": deltas(points), "notes": notes}
+
+
+def main(argv: list[str] | None = None) -> None:
+    from benchmarks._out import add_out_args, out_path, provenance
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--platforms", nargs="+", default=None, help="default: params.yaml train.platforms")
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=sorted(LABELS))
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    ap.add_argument("--epochs", type=int, default=None, help="epochs of every model (default: params.yaml "
+                    "train.epochs)")
+    ap.add_argument("--epochs-for", nargs="*", default=[], metavar="MODEL=N", help="per-model epochs, e.g. tcl=2")
+    ap.add_argument("--cells", type=Path, default=REPO / "tmp" / "joint", help="per-cell JSONs")
+    add_out_args(ap, REPORT)
+    ap.add_argument("--note", action="append", default=[], help="a line for the report (e.g. why epochs are lower)")
+    ap.add_argument("--params", default=str(REPO / "params.yaml"))
+    args = ap.parse_args(argv)
+    params = load_params(args.params)
+    platforms = args.platforms or list(params["train"]["platforms"])
+    epochs = args.epochs or int(params["train"]["epochs"])
+    epochs_of = {m: epochs for m in args.models}
+    for item in args.epochs_for:
+        model, _, n = item.partition("=")
+        if model not in LABELS or not n.isdigit():
+            raise SystemExit(f"--epochs-for {item!r}: expected MODEL=N with MODEL one of {sorted(LABELS)}")
+        if model in epochs_of:
+            epochs_of[model] = int(n)
+    prov = provenance(__file__, argv)  # the data as locked when the run starts
+    features_root, records_root = REPO / "data" / "features", REPO / "data" / "records"
+    import torch
+    torch.set_num_threads(1)
+    with tracking.run(params, "joint-platforms", {"stage": "joint"}):
+        tracking.log_params({"platforms": ",".join(platforms), "models": ",".join(args.models),
+                             "seeds": ",".join(map(str, args.seeds)), **{f"epochs.{m}": e for m, e in epochs_of.items()},
+                             "data_version": prov["data_version"]})
+        visibility = {}
+        for model_name in args.models:
+            inputs = load_inputs(model_name, platforms, params, features_root, records_root)
+            visibility[model_name] = platform_visibility(inputs)
+            run_cells(model_name, inputs, params, args.seeds, epochs_of[model_name], args.cells)
+        tests = {p: load_split(features_root / p, "test") for p in platforms}
+        report = report_of(tests, params, args.cells, visibility, prov, args.note)
+        for p in report["points"]:
+            tracking.log_metrics({f"{p['model']}.{p['setting']}.{p['platform']}.{k}": v for k, v in p.items()
+                                  if k.startswith(("top1_", "top5_")) and math.isfinite(v)})
+        out = out_path(args, REPORT)
+        out.mkdir(parents=True, exist_ok=True)
+        base = out / "joint"
+        md = render(report)
+        atomic_write_bytes(base.with_suffix(".json"), json.dumps(report, indent=1).encode())
+        atomic_write_bytes(base.with_suffix(".md"), f"# Joint training across platforms\n\n{md}".encode())
+        plot(report, base.with_suffix(".png"))
+        for suffix in (".json", ".md", ".png"):
+            tracking.log_artifact(str(base.with_suffix(suffix)))
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
