@@ -19,7 +19,52 @@ def load_params(path: str | Path | None = None) -> dict[str, Any]:
     params = _parse_yaml(path)
     if not isinstance(params, dict):
         raise ValueError(f"{path}: expected a mapping at the top level, got {type(params).__name__}")
+    check_platform_lists(params, path)
     return params
+
+
+# The lists dvc.yaml's `foreach` stages iterate over, and how each must relate to collect.platforms
+# (the platforms data is measured on): every collected platform is validated; train and tune pick from them
+# (tune.platforms from any declared platform: `local-1c` is whatever machine runs it).
+FOREACH_LISTS = {"validate.platforms": "equal", "train.platforms": "subset"}
+
+
+def _platform_list(params: dict[str, Any], dotted: str, path: Path | str) -> list[str] | None:
+    section, key = dotted.split(".")
+    value = params.get(section)
+    value = value.get(key) if isinstance(value, dict) else None
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{path}: {dotted} must be a list of platform names, got {value!r:.80}")
+    return value
+
+
+def check_platform_lists(params: dict[str, Any], path: Path | str = "params.yaml") -> None:
+    """Fail at load time, naming the list and the platforms, when a DVC `foreach` list disagrees with
+    collect.platforms or names an undeclared platform: otherwise a platform added to collect would be
+    measured but never validated (or trained on data that is never collected), silently."""
+    declared = set(params["platforms"]) if isinstance(params.get("platforms"), dict) else set()
+    lists = {name: _platform_list(params, name, path)
+             for name in ("collect.platforms", *FOREACH_LISTS, "tune.platforms")}
+    collected = lists["collect.platforms"]
+    for name, names in lists.items():
+        unknown = [p for p in names or [] if declared and p not in declared]
+        if unknown:
+            raise ValueError(f"{path}: {name} names {unknown}, not declared under `platforms:`")
+    if collected is None:
+        return
+    for name, relation in FOREACH_LISTS.items():
+        names = lists[name]
+        if names is None:
+            continue
+        missing = [p for p in collected if p not in names] if relation == "equal" else []
+        extra = [p for p in names if p not in collected]
+        if missing or extra:
+            what = "; ".join(filter(None, [f"missing {missing}" if missing else "",
+                                           f"not in collect.platforms: {extra}" if extra else ""]))
+            rule = "list every collect.platforms entry" if relation == "equal" else "pick from collect.platforms"
+            raise ValueError(f"{path}: {name} must {rule} (it is a DVC foreach list): {what}")
 
 
 def _parse_yaml(path: Path) -> Any:

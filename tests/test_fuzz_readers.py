@@ -713,3 +713,25 @@ def test_broken_platform_value_names_the_field(case):
 def test_platforms_that_are_not_a_mapping_name_the_section(platforms):
     with pytest.raises(ValueError, match="platforms"):
         load_platforms({"platforms": platforms})
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda p: p["collect"]["platforms"].append("zen1-avx2-1c-typo"), r"collect.platforms names \['zen1-avx2-1c-typo'\]"),
+    (lambda p: p["validate"]["platforms"].pop(), r"validate.platforms must list every collect.platforms entry"),
+    (lambda p: [p[s]["platforms"].remove(p["train"]["platforms"][0]) for s in ("collect", "validate")],
+     r"train.platforms must pick from"),
+    (lambda p: p["validate"].update(platforms="zen1-avx2-1c"), r"validate.platforms must be a list"),
+])
+def test_dvc_foreach_lists_disagreeing_with_collect_platforms_fail_at_load(tmp_path, edit, message):
+    """A platform added to collect.platforms but not to validate.platforms would be measured and never
+    validated: load_params names the list instead."""
+    import yaml
+
+    params = yaml.safe_load(PARAMS_TEXT)
+    load_params(REPO / "params.yaml")  # the committed lists agree
+    edit(params)
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    with pytest.raises(ValueError, match=message) as err:
+        load_params(path)
+    assert str(path) in str(err.value)
