@@ -35,7 +35,7 @@ def test_summary_averages_over_seeds_and_counts_the_seeds_that_reached_the_basel
     assert rows["xgb"]["trials_to_xgb_final"]["mean"] == pytest.approx(184 / 3)
     assert rows["xgb"]["xgb_matched"] == 1 and rows["tcl"]["xgb_matched"] == 0
     text = bench.render({"net": list(rows.values())}, "xgb", {"net": [0, 1, 2]}, {"xgb": 64, "tcl": 64})
-    assert "| net | tcl | 65 | 24 +- 11 |" in text and "2/3" in text and "seeds: net [0, 1, 2]" in text
+    assert "| net | tcl | 65 | 8 | 24 +- 11 |" in text and "2/3" in text and "seeds: net [0, 1, 2]" in text
 
 
 def test_curves_are_read_back_and_plotted(bench, tmp_path):
@@ -140,4 +140,4 @@ def test_report_only_summarizes_the_seeds_whose_every_model_is_tuned(bench, tmp_
     assert summary["seeds"] == {"net": [0]}
     rows = {r["cost_model"]: r for r in summary["networks"]["net"]}
     assert rows["tcl"]["trials_to_xgb_final"]["mean"] == 8 and rows["xgb"]["trials_to_xgb_final"]["mean"] == 16
-    assert (tmp_path / "net.png").stat().st_size > 1000 and "| net | tcl | 65 | 8 +- 0 |" in (tmp_path / "summary.md").read_text()
+    assert (tmp_path / "net.png").stat().st_size > 1000 and "| net | tcl | 65 | 8 | 8 +- 0 |" in (tmp_path / "summary.md").read_text()
