@@ -84,6 +84,11 @@ def test_databases_become_deduplicated_records_of_their_platform(tmp_path):
     assert reasons.count("unmeasured") == 2 and "bad JSON" in reasons   # run-a's earlier entries replaced, not doubled
     assert any(e["line"] == len(lines) + 3 for e in q if e["reason"] == "bad JSON")
 
+    # The work dirs gone (another machine, a cleaned scratch dir): nothing is lost and the report still counts it.
+    shutil.rmtree(root)
+    (gone,) = _ingest(tmp_path, params)
+    assert (gone.databases, gone.ingested, gone.missing_sources, gone.total_records) == (0, 0, [str(root)], 5)
+
 
 @pytest.mark.slow
 def test_known_programs_and_foreign_targets_are_not_filed(tmp_path):

@@ -251,5 +251,6 @@ def ingest_tuning_databases(params: dict[str, Any], *, store_root: str | Path, k
                     summary.duplicates += dups
                     summary.quarantined_now += bad
                     log.info("%s: %d records for %s (%d already known, %d quarantined)", db, n, platform, dups, bad)
+        for platform, summary in summaries.items():  # also where every source is gone: what earlier runs filed stays
             summary.total_records = store.count(platform)
     return list(summaries.values())
