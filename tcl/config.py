@@ -23,10 +23,11 @@ def load_params(path: str | Path | None = None) -> dict[str, Any]:
     return params
 
 
-# The lists dvc.yaml's `foreach` stages iterate over, and how each must relate to collect.platforms
-# (the platforms data is measured on): every collected platform is validated; train and tune pick from them
-# (tune.platforms from any declared platform: `local-1c` is whatever machine runs it).
-FOREACH_LISTS = {"validate.platforms": "equal", "train.platforms": "subset"}
+# The lists dvc.yaml's `foreach` stages iterate over. Every collected platform is validated (validate may
+# add platforms whose data is only ingested: Tenset, tuning runs); train picks from the validated ones (its
+# stage reads data/validated/platform=<name>.parquet); tune.platforms may name any declared platform
+# (`local-1c` is whatever machine runs it).
+PLATFORM_LISTS = ("collect.platforms", "validate.platforms", "train.platforms", "tune.platforms")
 
 
 def _platform_list(params: dict[str, Any], dotted: str, path: Path | str) -> list[str] | None:
@@ -41,30 +42,22 @@ def _platform_list(params: dict[str, Any], dotted: str, path: Path | str) -> lis
 
 
 def check_platform_lists(params: dict[str, Any], path: Path | str = "params.yaml") -> None:
-    """Fail at load time, naming the list and the platforms, when a DVC `foreach` list disagrees with
-    collect.platforms or names an undeclared platform: otherwise a platform added to collect would be
-    measured but never validated (or trained on data that is never collected), silently."""
+    """Fail at load time, naming the list and the platforms, when a platform list names an undeclared
+    platform or the DVC `foreach` lists disagree: otherwise a platform added to collect.platforms would be
+    measured and never validated, or a trained one would find no validated data, and only a stage would say."""
     declared = set(params["platforms"]) if isinstance(params.get("platforms"), dict) else set()
-    lists = {name: _platform_list(params, name, path)
-             for name in ("collect.platforms", *FOREACH_LISTS, "tune.platforms")}
-    collected = lists["collect.platforms"]
+    lists = {name: _platform_list(params, name, path) for name in PLATFORM_LISTS}
     for name, names in lists.items():
         unknown = [p for p in names or [] if declared and p not in declared]
         if unknown:
             raise ValueError(f"{path}: {name} names {unknown}, not declared under `platforms:`")
-    if collected is None:
-        return
-    for name, relation in FOREACH_LISTS.items():
-        names = lists[name]
-        if names is None:
-            continue
-        missing = [p for p in collected if p not in names] if relation == "equal" else []
-        extra = [p for p in names if p not in collected]
-        if missing or extra:
-            what = "; ".join(filter(None, [f"missing {missing}" if missing else "",
-                                           f"not in collect.platforms: {extra}" if extra else ""]))
-            rule = "list every collect.platforms entry" if relation == "equal" else "pick from collect.platforms"
-            raise ValueError(f"{path}: {name} must {rule} (it is a DVC foreach list): {what}")
+    collected, validated, trained = lists["collect.platforms"], lists["validate.platforms"], lists["train.platforms"]
+    if collected is not None and validated is not None and (missing := [p for p in collected if p not in validated]):
+        raise ValueError(f"{path}: validate.platforms (a DVC foreach list) must list every collect.platforms entry: "
+                         f"missing {missing}")
+    if validated is not None and trained is not None and (extra := [p for p in trained if p not in validated]):
+        raise ValueError(f"{path}: train.platforms (a DVC foreach list) must pick from validate.platforms: {extra} "
+                         "are not validated, so there is nothing to train them on")
 
 
 def _parse_yaml(path: Path) -> Any:

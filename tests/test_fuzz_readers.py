@@ -717,9 +717,9 @@ def test_platforms_that_are_not_a_mapping_name_the_section(platforms):
 
 @pytest.mark.parametrize("edit, message", [
     (lambda p: p["collect"]["platforms"].append("zen1-avx2-1c-typo"), r"collect.platforms names \['zen1-avx2-1c-typo'\]"),
-    (lambda p: p["validate"]["platforms"].pop(), r"validate.platforms must list every collect.platforms entry"),
+    (lambda p: p["validate"]["platforms"].pop(), r"validate.platforms .* must list every collect.platforms entry"),
     (lambda p: [p[s]["platforms"].remove(p["train"]["platforms"][0]) for s in ("collect", "validate")],
-     r"train.platforms must pick from"),
+     r"train.platforms .* must pick from validate.platforms"),
     (lambda p: p["validate"].update(platforms="zen1-avx2-1c"), r"validate.platforms must be a list"),
 ])
 def test_dvc_foreach_lists_disagreeing_with_collect_platforms_fail_at_load(tmp_path, edit, message):

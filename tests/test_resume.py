@@ -55,6 +55,9 @@ def _write_params(work: Path, **blocks) -> dict:
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     for name, block in blocks.items():
         params[name] = {**(params.get(name) or {}), **block}
+    # a pipeline that trains a platform validates it (tcl.config checks the DVC foreach lists when params load)
+    validated = params["validate"]["platforms"]
+    validated += [p for p in [*params["train"]["platforms"], *params["collect"]["platforms"]] if p not in validated]
     work.mkdir(parents=True, exist_ok=True)
     (work / "params.yaml").write_text(yaml.safe_dump(params))
     return params

@@ -57,8 +57,10 @@ def learned_model_names() -> set[str]:
     return {inverse.get(n, n) for n in (*MODELS, *TRANSFER_METHODS)}
 
 
-def parse_cost_model(name: str) -> CostModelName:
-    """Split `name` into model, adaptation and modifiers; ValueError naming the valid forms."""
+def parse_cost_model(name: str, known_base: bool = True) -> CostModelName:
+    """Split `name` into model, adaptation and modifiers; ValueError naming the valid forms. With
+    `known_base` (params' tune.cost_models) the model must be TVM's or a registered one; a caller tuning
+    with cost models of its own (tune_side_by_side's factories) names them as it likes."""
     from .online import ADAPTERS
 
     base, *rest = name.split("+")
@@ -70,7 +72,7 @@ def parse_cost_model(name: str) -> CostModelName:
                          f"(TVM's), or a learned model optionally followed by +<adaptation> with adaptation in "
                          f"{sorted(ADAPTERS)}, either optionally followed by +<modifier> with modifier in "
                          f"{list(MODIFIERS)}, e.g. 'tcl+moa', 'pretrained_xgb+boost', 'tcl+moa+draft+moses'")
-    if base not in BUILTIN_COST_MODELS and base not in learned_model_names():
+    if known_base and base not in BUILTIN_COST_MODELS and base not in learned_model_names():
         raise ValueError(f"tune.cost_models: {name!r}: no cost model is called {base!r}; TVM's are "
                          f"{list(BUILTIN_COST_MODELS)}, the learned ones {sorted(learned_model_names())}")
     if base in BUILTIN_COST_MODELS:

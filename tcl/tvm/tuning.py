@@ -148,7 +148,7 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     if not resume:
         shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir(parents=True, exist_ok=True)
-    spec = parse_cost_model(cost_model_name)
+    spec = parse_cost_model(cost_model_name, known_base=False)  # the factory's own name; params were checked
     controller = controller or ControllerSettings()
     controller = controller if (controller.enabled or spec.moses) else None
     guard = guard or GuardSettings()
