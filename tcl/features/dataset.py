@@ -72,6 +72,23 @@ def _arrays(table: pa.Table, tokenizer: Tokenizer, spec: list[float], units: Uni
     }
 
 
+def hardware_scale_specs(params: dict[str, Any], kind: str) -> list[list[float]]:
+    """The spec vectors the hardware row's scale is fitted on: features.hardware_scale_platforms (pinned, so
+    a platform declared later does not rescale every trained model's input), or every declared platform of
+    `kind` when that is null."""
+    declared = load_platforms(params)
+    names = (params.get("features") or {}).get("hardware_scale_platforms")
+    if names is None:
+        return [p.spec_vector for p in declared.values() if p.kind == kind]
+    unknown = [n for n in names if n not in declared]
+    if unknown:
+        raise ValueError(f"params.yaml features.hardware_scale_platforms: {unknown} not declared under `platforms:`")
+    specs = [declared[n].spec_vector for n in names if declared[n].kind == kind]
+    if not specs:
+        raise ValueError(f"params.yaml features.hardware_scale_platforms names no {kind} platform")
+    return specs
+
+
 def featurize_platforms(platforms: list[Platform], params: dict[str, Any], validated_root: str | Path,
                         records_root: str | Path, out_root: str | Path,
                         units: Units = serial_units) -> dict[str, Any]:
@@ -92,9 +109,8 @@ def featurize_platforms(platforms: list[Platform], params: dict[str, Any], valid
     if not train_steps:
         raise ValueError(f"{validated_root}: no training records after holding out "
                          f"{cfg.get('holdout_networks')}; collect more networks")
-    registered = [p.spec_vector for p in load_platforms(params).values() if p.kind == kind]
     tokenizer = Tokenizer.for_kind(kind, **params.get("features", {}).get(kind, {}))
-    tokenizer.fit(train_steps, registered)
+    tokenizer.fit(train_steps, hardware_scale_specs(params, kind))
     chunk_rows = ComputeSettings.from_params(params).chunk_rows
     out = Path(out_root)
     out.mkdir(parents=True, exist_ok=True)
