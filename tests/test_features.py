@@ -299,3 +299,25 @@ def test_featurize_shares_one_tokenizer_and_keeps_held_out_tasks_out_of_training
         test = load_split(out / n, "test")
         assert set(test["task_key"]) == {"t00", "t20", "t21", "t22", "t23"}  # t00 is also in resnet50@160
         assert stats["platforms"][n]["tasks"] == {"train": 9, "validation": 10, "test": 5}
+
+
+def test_a_platform_declared_later_does_not_rescale_the_hardware_row(params):
+    """With features.hardware_scale_platforms pinned, declaring a platform with larger caches leaves the
+    fitted scale (and so every trained model's input) as it was; unpinned, the new platform rescales it."""
+    import copy
+
+    from tcl.features.dataset import hardware_scale_specs
+
+    big = copy.deepcopy(params)
+    name = next(n for n, p in big["platforms"].items() if p["kind"] == "cpu")
+    big["platforms"]["huge-cache-1c"] = dict(copy.deepcopy(big["platforms"][name]), description="larger caches")
+    big["platforms"]["huge-cache-1c"]["specs"] = dict(big["platforms"][name]["specs"], l2_kb=65536, l3_kb=10 ** 6)
+    pinned = HardwareNormalizer().fit(hardware_scale_specs(params, "cpu")).scale
+    assert np.array_equal(HardwareNormalizer().fit(hardware_scale_specs(big, "cpu")).scale, pinned)
+
+    unpinned = {**big, "features": {k: v for k, v in big["features"].items() if k != "hardware_scale_platforms"}}
+    rescaled = HardwareNormalizer().fit(hardware_scale_specs(unpinned, "cpu")).scale
+    assert (rescaled >= pinned).all() and (rescaled > pinned).sum() == 2   # the two cache fields grew
+
+    with pytest.raises(ValueError, match="hardware_scale_platforms: \\['nowhere-1c'\\] not declared"):
+        hardware_scale_specs({**params, "features": {"hardware_scale_platforms": ["nowhere-1c"]}}, "cpu")
