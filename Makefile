@@ -39,7 +39,10 @@ collect: setup
 	&& { nohup setsid python -m flows.grow --every-min $(COLLECT_EVERY) $(COLLECT_ARGS) > $$log 2>&1 & \
 	     echo "make collect: started (pid $$!), log $$log; stop it with: kill -- -$$!"; }
 
+# TEST_WORKERS=2: two pytest-xdist workers (tests/conftest.py), the whole-pipeline test in one, the rest in
+# the other, a core each. The default stays one process until a two-lane run has been timed green end to end.
+TEST_WORKERS ?= 0
 # tests/test_servers.py opens MLflow's UI in headless Chromium (Debian's package; CI runs this as root).
 test: setup
 	command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
-	source $(BIN)/activate && pytest -q -ra --durations=25
+	source $(BIN)/activate && pytest -q -ra --durations=25 -n $(TEST_WORKERS) --dist loadgroup

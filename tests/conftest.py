@@ -7,11 +7,23 @@ TuneContext is built, so tuning/measuring fixtures are session-scoped.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import tvm.s_tir.tensor_intrin  # noqa: F401  (before test modules import Prefect/MLflow: 24 s vs 180 s)
+
+# `make test` runs two pytest-xdist workers (`-n 2 --dist loadgroup`): the whole-pipeline test (a `dvc repro`
+# of every stage, a third of the suite's time) in one lane, everything else in the other. On two or more
+# cores each lane has a core of its own, the one its measurements are pinned to: the pipeline's tiny params
+# time on core 0, params.yaml's collect.runner on core 1. Each worker gets its own Prefect home, so two
+# temporary Prefect servers never share one SQLite file.
+PIPELINE_LANE = {"test_pipeline.py"}
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if XDIST_WORKER:
+    os.environ["PREFECT_HOME"] = str(Path(tempfile.gettempdir()) / f"tcl-tests-prefect-{XDIST_WORKER}")
+
+import tvm.s_tir.tensor_intrin  # noqa: E402,F401  (before test modules import Prefect/MLflow: 24 s vs 180 s)
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -19,6 +31,28 @@ os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
+
+
+def lane_of(item) -> str:
+    return "pipeline" if item.path.name in PIPELINE_LANE else "suite"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(lane_of(item)))
+
+
+_lane_pinned: list[str] = []
+
+
+def pytest_runtest_setup(item):
+    """Under xdist, pin this worker to its lane's core (once: a worker runs one lane)."""
+    if not XDIST_WORKER or _lane_pinned:
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) >= 2:
+        os.sched_setaffinity(0, {cpus[0] if lane_of(item) == "pipeline" else cpus[1]})
+    _lane_pinned.append(lane_of(item))
 
 
 def toy_matmul_task(n: int = 16, network: str = "toy"):
