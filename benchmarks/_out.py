@@ -67,3 +67,16 @@ def provenance_line(prov: dict[str, Any]) -> str:
     others = "; ".join(f"{p} `{m}`" for p, m in prov.get("data_outputs", {}).items() if p != "data/records")
     return (f"Data version `{prov['data_version']}` (dvc.lock md5 of data/records{'; ' + others if others else ''}); "
             f"command: `{prov['command']}`")
+
+
+def write_report(base: Path, report: dict[str, Any], title: str, md: str, plot, tracking) -> None:
+    """`base`.json, .md (under `title`) and .png (drawn by `plot(report, path)`), each logged to the open MLflow run."""
+    import json
+
+    from tcl.data.store import atomic_write_bytes
+
+    atomic_write_bytes(base.with_suffix(".json"), json.dumps(report, indent=1).encode())
+    atomic_write_bytes(base.with_suffix(".md"), f"# {title}\n\n{md}".encode())
+    plot(report, base.with_suffix(".png"))
+    for suffix in (".json", ".md", ".png"):
+        tracking.log_artifact(str(base.with_suffix(suffix)))

@@ -295,7 +295,7 @@ def report_of(tests: Splits, params: dict[str, Any], cells_dir: Path, visibility
 
 
 def main(argv: list[str] | None = None) -> None:
-    from benchmarks._out import add_out_args, out_path, provenance
+    from benchmarks._out import add_out_args, out_path, provenance, write_report
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--platforms", nargs="+", default=None, help="default: params.yaml train.platforms")
@@ -341,11 +341,7 @@ def main(argv: list[str] | None = None) -> None:
         out.mkdir(parents=True, exist_ok=True)
         base = out / "joint"
         md = render(report)
-        atomic_write_bytes(base.with_suffix(".json"), json.dumps(report, indent=1).encode())
-        atomic_write_bytes(base.with_suffix(".md"), f"# Joint training across platforms\n\n{md}".encode())
-        plot(report, base.with_suffix(".png"))
-        for suffix in (".json", ".md", ".png"):
-            tracking.log_artifact(str(base.with_suffix(suffix)))
+        write_report(base, report, "Joint training across platforms", md, plot, tracking)
     print(md)
 
 

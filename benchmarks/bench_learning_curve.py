@@ -270,7 +270,7 @@ def report_of(platform: str, params: dict[str, Any], cells_dir: Path, prov: dict
 
 
 def main(argv: list[str] | None = None) -> None:
-    from benchmarks._out import add_out_args, out_path, provenance
+    from benchmarks._out import add_out_args, out_path, provenance, write_report
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--platform", default="zen4-avx512-1c")
@@ -317,11 +317,7 @@ def main(argv: list[str] | None = None) -> None:
         out.mkdir(parents=True, exist_ok=True)
         base = out / args.platform
         md = render(report)
-        atomic_write_bytes(base.with_suffix(".json"), json.dumps(report, indent=1).encode())
-        atomic_write_bytes(base.with_suffix(".md"), (f"# Learning curves: {args.platform}\n\n{md}").encode())
-        plot(report, base.with_suffix(".png"))
-        for suffix in (".json", ".md", ".png"):
-            tracking.log_artifact(str(base.with_suffix(suffix)))
+        write_report(base, report, f"Learning curves: {args.platform}", md, plot, tracking)
     print(md)
 
 
