@@ -41,6 +41,26 @@ def out_path(args: argparse.Namespace, report: str) -> Path:
     return Path(report) if args.update_report else SCRATCH / Path(report).name
 
 
+def add_epochs_args(ap: argparse.ArgumentParser, example: str) -> None:
+    """--epochs (every model; default params.yaml train.epochs) and --epochs-for MODEL=N overrides."""
+    ap.add_argument("--epochs", type=int, default=None, help="epochs of every gradient-trained model "
+                    "(default: params.yaml train.epochs)")
+    ap.add_argument("--epochs-for", nargs="*", default=[], metavar="MODEL=N", help=f"per-model epochs, e.g. {example}")
+
+
+def epochs_by_model(args: argparse.Namespace, default: int, known: list[str] | dict) -> dict[str, int]:
+    """Epochs of each of `args.models`: --epochs (else `default`), then --epochs-for; a model named there but
+    not in --models this time is ignored (its cells stay as they are); an unknown one stops the run."""
+    epochs_of = {m: args.epochs or default for m in args.models}
+    for item in args.epochs_for:
+        model, _, n = item.partition("=")
+        if model not in known or not n.isdigit():
+            raise SystemExit(f"--epochs-for {item!r}: expected MODEL=N with MODEL one of {sorted(known)}")
+        if model in epochs_of:
+            epochs_of[model] = int(n)
+    return epochs_of
+
+
 def locked_md5s(lock: Path = REPO / "dvc.lock", paths: tuple[str, ...] = DATA_OUTPUTS) -> dict[str, str]:
     """The md5 dvc.lock records for each of `paths` (whichever stage outputs it), NOT_LOCKED where none does."""
     stages = ((yaml.safe_load(lock.read_text()) or {}).get("stages") or {}) if lock.exists() else {}

@@ -295,15 +295,13 @@ def report_of(tests: Splits, params: dict[str, Any], cells_dir: Path, visibility
 
 
 def main(argv: list[str] | None = None) -> None:
-    from benchmarks._out import add_out_args, out_path, provenance, write_report
+    from benchmarks._out import add_epochs_args, add_out_args, epochs_by_model, out_path, provenance, write_report
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--platforms", nargs="+", default=None, help="default: params.yaml train.platforms")
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=sorted(LABELS))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
-    ap.add_argument("--epochs", type=int, default=None, help="epochs of every model (default: params.yaml "
-                    "train.epochs)")
-    ap.add_argument("--epochs-for", nargs="*", default=[], metavar="MODEL=N", help="per-model epochs, e.g. tcl=2")
+    add_epochs_args(ap, "tcl=2")
     ap.add_argument("--cells", type=Path, default=REPO / "tmp" / "joint", help="per-cell JSONs")
     add_out_args(ap, REPORT)
     ap.add_argument("--note", action="append", default=[], help="a line for the report (e.g. why epochs are lower)")
@@ -311,14 +309,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     params = load_params(args.params)
     platforms = args.platforms or list(params["train"]["platforms"])
-    epochs = args.epochs or int(params["train"]["epochs"])
-    epochs_of = {m: epochs for m in args.models}
-    for item in args.epochs_for:
-        model, _, n = item.partition("=")
-        if model not in LABELS or not n.isdigit():
-            raise SystemExit(f"--epochs-for {item!r}: expected MODEL=N with MODEL one of {sorted(LABELS)}")
-        if model in epochs_of:
-            epochs_of[model] = int(n)
+    epochs_of = epochs_by_model(args, int(params["train"]["epochs"]), LABELS)
     prov = provenance(__file__, argv)  # the data as locked when the run starts
     features_root, records_root = REPO / "data" / "features", REPO / "data" / "records"
     import torch

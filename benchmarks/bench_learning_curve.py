@@ -270,7 +270,7 @@ def report_of(platform: str, params: dict[str, Any], cells_dir: Path, prov: dict
 
 
 def main(argv: list[str] | None = None) -> None:
-    from benchmarks._out import add_out_args, out_path, provenance, write_report
+    from benchmarks._out import add_epochs_args, add_out_args, epochs_by_model, out_path, provenance, write_report
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--platform", default="zen4-avx512-1c")
@@ -278,9 +278,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--axes", nargs="+", default=list(AXES), choices=AXES)
     ap.add_argument("--fractions", nargs="+", type=float, default=[5, 10, 20, 50, 100], help="percent of the data")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    ap.add_argument("--epochs", type=int, default=None, help="epochs of the gradient-trained models "
-                    "(default: params.yaml train.epochs)")
-    ap.add_argument("--epochs-for", nargs="*", default=[], metavar="MODEL=N", help="per-model epochs, e.g. tcl=3")
+    add_epochs_args(ap, "tcl=3")
     ap.add_argument("--cells", type=Path, default=None, help="per-cell JSONs (default tmp/learning_curve/<platform>)")
     add_out_args(ap, REPORT)
     ap.add_argument("--note", action="append", default=[], help="a line for the report (e.g. why epochs are lower)")
@@ -290,14 +288,7 @@ def main(argv: list[str] | None = None) -> None:
     if any(not 0 < f <= 100 for f in args.fractions):
         raise SystemExit(f"--fractions are percentages in (0, 100], got {args.fractions}")
     fractions = [f / 100 for f in args.fractions]
-    epochs = args.epochs or int(params["train"]["epochs"])
-    epochs_of = {m: epochs for m in args.models}
-    for item in args.epochs_for:
-        model, _, n = item.partition("=")
-        if model not in LABELS or not n.isdigit():
-            raise SystemExit(f"--epochs-for {item!r}: expected MODEL=N with MODEL one of {sorted(LABELS)}")
-        if model in epochs_of:     # a model not in --models this time keeps its cells as they are
-            epochs_of[model] = int(n)
+    epochs_of = epochs_by_model(args, int(params["train"]["epochs"]), LABELS)
     cells_dir = args.cells or REPO / "tmp" / "learning_curve" / args.platform
     prov = provenance(__file__, argv)  # the data as locked when the run starts
     import torch
