@@ -60,9 +60,15 @@ def _target(target_json: str):
 
 
 def context(mod, target, num_threads: int = 1):
-    """The TuneContext PerStoreFeature reads the target from (no space generator: no intrinsic import)."""
+    """The TuneContext PerStoreFeature reads the target from.
+
+    Constructing one imports TVM's tensor intrinsics: minutes in a process that has loaded MLflow
+    and Prefect (the train flow), seconds through tcl.collect.intrinsics, so they are loaded that way first."""
     from tvm.s_tir import meta_schedule as ms
 
+    from ..collect.intrinsics import load_tensor_intrinsics
+
+    load_tensor_intrinsics()
     return ms.TuneContext(mod=mod, target=target, num_threads=num_threads)
 
 
