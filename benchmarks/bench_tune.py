@@ -1,7 +1,7 @@
 """End-to-end tuning benchmark: held-out networks, several seeds, TVM's cost models and ours side by side.
 
 For every network and seed, each cost model tunes the same network with the same trial
-budget, task scheduler and seed (the tune stage's code: `tcl.tvm.report.run_tuning_stage`,
+budget, task scheduler and seed (the tune stage's code: `tcl.tvm.stage.run_tuning_stage`,
 one MLflow run each); `--baseline-trials` gives the baseline (XGB) a longer budget, e.g. 3x,
 to ask whether a model matches it in a third of its trials. Then, per network and cost
 model, over the seeds (mean +- std): trials and wall seconds to reach the baseline's final
@@ -43,7 +43,7 @@ from flows import _tvm_first  # noqa: E402,F401  (before MLflow: see flows/_tvm_
 from benchmarks._out import provenance, provenance_line  # noqa: E402
 from tcl.config import load_params  # noqa: E402
 from tcl.platforms import get_platform  # noqa: E402
-from tcl.tvm.report import run_tuning_stage  # noqa: E402
+from tcl.tvm.stage import run_tuning_stage  # noqa: E402
 
 # Every run tuned before rows recorded `num_trials_per_iter` used 8 trials per task per round.
 LEGACY_PER_ITER = 8
@@ -164,7 +164,7 @@ def pin_learned_models(models: list[str], platform, params: dict[str, Any], pin_
     models pinned already."""
     from tcl.tvm.names import parse_cost_model
     from tcl.tvm.pinned import PIN_FILE, pin_bundle
-    from tcl.tvm.report import registered_choice
+    from tcl.tvm.stage import registered_choice
 
     pins = {}
     for spec in map(parse_cost_model, models):
@@ -345,7 +345,7 @@ def main() -> None:
     pins = pin_learned_models(models, platform, params, Path(args.pin_dir or out / "models"),
                               create=not args.report_only)
     from tcl.tvm.names import parse_cost_model
-    from tcl.tvm.report import trials_per_iter
+    from tcl.tvm.stage import trials_per_iter
 
     per_iters = trials_per_iter(tune, models, [m for m in models if not parse_cost_model(m).builtin])
     bundles = {base: p["bundle_dir"] for base, p in pins.items()}

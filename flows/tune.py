@@ -22,11 +22,11 @@ from flows._tasks import retry_options
 from tcl.config import load_params
 from tcl.tracking.headline import write_headline
 from tcl.platforms import get_platform
-from tcl.tvm.report import run_tuning_stage
+from tcl.tvm.stage import run_tuning_stage
 
 
 @task(name="tune", cache_policy=NO_CACHE, task_run_name="tune {params[tune][network]} on {platform.name}")
-def tune_network(platform, params: dict, out_dir: str) -> list:
+def tune_stage(platform, params: dict, out_dir: str) -> list:
     """One tuning run (every cost model side by side); a retry tunes again from an empty database."""
     return run_tuning_stage(platform, params, out_dir, log=get_run_logger().info)
 
@@ -40,7 +40,7 @@ def tune_flow(platform: str, params_path: str = "params.yaml", out_dir: str = "r
         if value is not None:
             params["tune"][key] = value
     log = get_run_logger()
-    table = tune_network.with_options(**retry_options(params, "tune"))(get_platform(params, platform), params, out_dir)
+    table = tune_stage.with_options(**retry_options(params, "tune"))(get_platform(params, platform), params, out_dir)
     if network is None:  # the stage's network: its dvc.yaml metrics
         out = Path(out_dir)
         write_headline("tune", out / f"{platform}.json", out.parent / "metrics" / f"tune-{platform}.json")

@@ -96,6 +96,18 @@ def test_retest_measures_the_fixed_sample_once(tmp_path, params, host_platform, 
     assert set(r["record_id"] for r in again) <= set(store.read(host_platform.name).column("record_id").to_pylist())
     assert retest_platform(host_platform, store, retest, lambda p: measurer, cfg, lambda n: None)[0] == 0
 
+    # the stage: the same sample found complete; a platform of another host is skipped with the reason
+    from tcl.collect.retest import retest_stage
+
+    from tcl.platforms import get_platform, host_mismatch
+
+    foreign = next(n for n in params["platforms"] if host_mismatch(get_platform(params, n)))
+    stage_params = {**params, "retest": cfg, "collect": {**params["collect"], "search_cpus": [],
+                                                         "platforms": [host_platform.name, foreign]}}
+    out = retest_stage(stage_params, str(tmp_path / "r"), str(tmp_path / "t"), log=lambda _: None)
+    assert out[host_platform.name] == {"measured_now": 0, "sampled": len(expected)}
+    assert out[foreign]["measured_now"] == 0 and foreign in out[foreign]["skipped"]
+
 
 def test_sigkilled_collection_resumes_without_losing_or_repeating(tmp_path):
     """SIGKILL the collector after its first committed batch; the rerun completes the budget."""

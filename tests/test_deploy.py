@@ -177,7 +177,7 @@ def test_a_pinned_bundle_keeps_its_weights_when_the_registry_moves_on(registry, 
     import copy
 
     from tcl.tvm.pinned import pin_bundle
-    from tcl.tvm.report import cost_model_factories, registered_choice
+    from tcl.tvm.stage import cost_model_factories, registered_choice
 
     platform = load_platforms(params)["host-avx2-2c"]
     first = _bundle(platform)

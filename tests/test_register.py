@@ -168,7 +168,7 @@ def test_tuning_on_an_empty_store_rebuilds_the_registry_first(products, tmp_path
     choice replays the committed pipeline and loads the champion instead of failing."""
     from tcl.config import load_params
     from tcl.platforms import get_platform
-    from tcl.tvm.report import registered_choice
+    from tcl.tvm.stage import registered_choice
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     monkeypatch.chdir(tmp_path)

@@ -121,7 +121,7 @@ def test_learned_models_get_their_own_trials_per_round(user_network, tmp_path, h
     from tvm.s_tir import meta_schedule as ms
 
     from tcl.tvm.compare import tune_side_by_side
-    from tcl.tvm.report import trials_per_iter
+    from tcl.tvm.stage import trials_per_iter
 
     cfg = {"num_trials_per_iter": 3, "learned_trials_per_iter": 1}
     per_iter = trials_per_iter(cfg, ["xgb", "tcl+moa", "random"], learned={"tcl+moa": {}})

@@ -53,3 +53,33 @@ def retest_platform(platform: Platform, store: RecordStore, retest: RecordStore,
                            int(cfg.get("batch_size", 16)), on_progress)
         measured += m
     return measured, sample.num_rows
+
+
+def retest_stage(params: dict[str, Any], store_root: str = "data/records", retest_root: str = "data/retest",
+                 log: Callable[[str], None] = print) -> dict[str, dict]:
+    """The retest stage: every `collect.platforms` entry this host can time (others are skipped with the
+    reason), measured on `collect.runner`'s cores while the search stays on `collect.search_cpus`."""
+    from tqdm.auto import tqdm
+
+    from ..platforms import get_platform, host_mismatch
+    from .collector import LazyMeasurers
+    from .measure import pin_to_cpus
+
+    cfg = dict(params["collect"], **params["retest"])
+    pin_to_cpus(tuple(cfg.get("search_cpus") or ()))
+    store, retest = RecordStore(store_root), RecordStore(retest_root)
+    measurers = LazyMeasurers(cfg)
+    out: dict[str, dict] = {}
+    with retest.exclusive_writer("retest"):
+        for name in params["collect"]["platforms"]:
+            platform = get_platform(params, name)
+            reason = host_mismatch(platform)
+            if reason:
+                log(f"{reason}: not re-measured here")
+                out[name] = {"measured_now": 0, "skipped": reason}
+                continue
+            with tqdm(desc=f"retest {name}", unit="program") as bar:
+                measured, sampled = retest_platform(platform, store, retest, measurers.get, cfg, bar.update)
+            log(f"{name}: {measured} of {sampled} sampled programs measured again now")
+            out[name] = {"measured_now": measured, "sampled": sampled}
+    return out
