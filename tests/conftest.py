@@ -1,7 +1,7 @@
 """Shared fixtures: tiny real TVM tasks and a local platform.
 
-TVM pays ~20 s once per process to import its tensor intrinsics when the first
-TuneContext is built, so tuning/measuring fixtures are session-scoped.
+TVM's tensor intrinsics are loaded once per process, the fast way (tcl/collect/intrinsics.py), before
+any test module imports Prefect or MLflow; tuning/measuring fixtures are session-scoped.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 if XDIST_WORKER:
     os.environ["PREFECT_HOME"] = str(Path(tempfile.gettempdir()) / f"tcl-tests-prefect-{XDIST_WORKER}")
 
-import tvm.s_tir.tensor_intrin  # noqa: E402,F401  (before test modules import Prefect/MLflow: 24 s vs 180 s)
+from tcl.collect.intrinsics import load_tensor_intrinsics  # noqa: E402
+
+load_tensor_intrinsics()
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")

@@ -22,6 +22,9 @@ class CandidateSource:
                  population: int = 128, threads: int = 1):
         from tvm.s_tir import meta_schedule as ms
 
+        from .intrinsics import load_tensor_intrinsics
+
+        load_tensor_intrinsics()  # the space generator imports them; this way takes seconds, not minutes
         if search == "evolutionary":
             # With a random cost model, TVM's default population of 512 evolved 4 times costs
             # seconds per batch and buys nothing; a smaller population keeps the draws diverse.

@@ -133,9 +133,12 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
 
     from tvm.s_tir import meta_schedule as ms
 
+    from ..collect.intrinsics import load_tensor_intrinsics
     from ..collect.measure import make_measurer
     from .curve import CurveRecorder
     from .timed import TimedCostModel
+
+    load_tensor_intrinsics()  # the space generator imports them: seconds this way, minutes under Prefect+MLflow
 
     # MetaSchedule prints a task table per batch; it stays in <work_dir>/logs, the bar shows progress.
     ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
