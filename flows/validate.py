@@ -11,7 +11,7 @@ from prefect import flow, get_run_logger
 
 from tcl.compute import run_units
 from tcl.config import load_params
-from tcl.data.validate import ValidationFailed, validate_platform
+from tcl.data.validation.platform import ValidationFailed, validate_platform
 from tcl.tracking.headline import write_headline
 
 DEFAULT_STORES = ("data/records", "data/tenset")

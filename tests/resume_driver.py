@@ -36,7 +36,7 @@ def ingest(params: dict) -> None:
 
 
 def validate(params: dict, platform: str) -> None:
-    from tcl.data.validate import validate_platform
+    from tcl.data.validation.platform import validate_platform
 
     cfg = params["validate"]
     validate_platform(platform, params, stores=cfg["stores"], validated_root=cfg["validated_root"],

@@ -25,7 +25,8 @@ from tcl.compute import ComputeSettings, run_units
 from tcl.data.ingest import ingest_ansor_dir
 from tcl.data.quarantine import read_quarantine
 from tcl.data.store import RecordStore
-from tcl.data.validate import SchemaError, plan_batches, validate_platform
+from tcl.data.validation.batches import SchemaError, plan_batches
+from tcl.data.validation.platform import validate_platform
 
 from conftest import FIXTURES, REPO
 

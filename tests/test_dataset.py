@@ -28,8 +28,9 @@ from tcl.data.quarantine import Quarantine, read_quarantine
 from tcl.data.schema import RECORD_SCHEMA, make_record_id, records_to_table
 from tcl.data.splits import add_labels, assign_splits, split_tables, task_splits
 from tcl.data.store import RecordStore
-from tcl.data.validate import (METASCHEDULE_STEP_KINDS, SchemaError, ValidationFailed,
-                               registered_instruction_kinds, validate_platform)
+from tcl.data.validation.batches import SchemaError
+from tcl.data.validation.platform import ValidationFailed, validate_platform
+from tcl.data.validation.suite import METASCHEDULE_STEP_KINDS, registered_instruction_kinds
 
 from conftest import FIXTURES
 from conftest import REPO, toy_matmul_task

@@ -330,7 +330,7 @@ from pathlib import Path
 from tcl import tracking
 from tcl.config import load_params
 from tcl.platforms import get_platform
-import tcl.data.validate, tcl.features.dataset, tcl.sampling.rounds, tcl.transfer.tracked
+import tcl.data.validation.platform, tcl.features.dataset, tcl.sampling.rounds, tcl.transfer.tracked
 from tcl.models.bundle import ModelBundle
 from tcl.models.base import predict
 from tcl.train.pipeline import train_one

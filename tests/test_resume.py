@@ -224,7 +224,7 @@ def _lines(path: Path) -> int:
 @pytest.mark.slow
 def test_sigkilled_validation_reruns_to_the_same_outputs_without_repeating_quarantine(tmp_path, ansor_rows):
     """An uninterrupted validation, then one killed after its first quarantined rows, then a rerun."""
-    from tcl.data.validate import validate_platform
+    from tcl.data.validation.platform import validate_platform
 
     table = _records(ansor_rows, P1, tasks=30, per_task=100)
     broken = pa.array([i % 40 == 0 for i in range(table.num_rows)])  # a success without a time
