@@ -21,7 +21,19 @@ GPU_SPEC_FIELDS = (
     "memory_bus_bits", "memory_bandwidth_gbs", "fp64_tflops", "fp32_tflops", "fp16_tflops",
     "int8_tops", "int4_tops",
 )
-SPEC_FIELDS = {"cpu": CPU_SPEC_FIELDS, "gpu": GPU_SPEC_FIELDS}
+
+
+@dataclass(frozen=True)
+class PlatformKind:
+    """What a platform's kind decides, in one table: its Table-1 fields and the device it runs on."""
+
+    spec_fields: tuple[str, ...]
+    device: str        # TVM's device type ("cpu", "cuda")
+    device_label: str  # as messages name it
+
+
+KINDS = {"cpu": PlatformKind(CPU_SPEC_FIELDS, "cpu", "CPU"), "gpu": PlatformKind(GPU_SPEC_FIELDS, "cuda", "CUDA")}
+SPEC_FIELDS = {kind: k.spec_fields for kind, k in KINDS.items()}
 
 
 @dataclass(frozen=True)
@@ -44,6 +56,12 @@ class Platform:
     @property
     def threads(self) -> int:
         return int(self.specs.get("threads", self.specs.get("cores", 1)))
+
+    def tvm_device(self):
+        """The TVM device programs of this platform run on (device 0 of its kind's type)."""
+        import tvm
+
+        return tvm.device(KINDS[self.kind].device, 0)
 
     def tvm_target(self):
         """The TVM Target (0.27 takes JSON dicts; the old CLI string form is rejected)."""
@@ -96,12 +114,11 @@ def host_mismatch(platform: Platform, cpu: dict[str, Any] | None = None) -> str 
 
 def require_device(platform: Platform) -> None:
     """Fail early, by name, when a platform cannot be measured on this machine."""
-    if platform.kind == "gpu":
-        import tvm
-
-        if not tvm.cuda(0).exist:
-            raise RuntimeError(f"platform '{platform.name}' needs a CUDA device and this machine has none "
-                               "(tvm.cuda(0).exist is False); run this stage on a CUDA machine")
+    if not platform.tvm_device().exist:
+        label = KINDS[platform.kind].device_label
+        raise RuntimeError(f"platform '{platform.name}' needs a {label} device and this machine has none "
+                           f"(tvm.device({KINDS[platform.kind].device!r}, 0).exist is False); run this stage on a "
+                           f"{label} machine")
     reason = host_mismatch(platform)
     if reason:
         raise RuntimeError(reason)

@@ -70,7 +70,7 @@ class CompiledNetwork:
         import tvm
         from tvm import relax
 
-        self.device = tvm.cpu(0) if platform.kind == "cpu" else tvm.cuda(0)
+        self.device = platform.tvm_device()
         self.vm = relax.VirtualMachine(module, self.device)
         self.inputs = [tvm.runtime.tensor(x.numpy(), self.device) for x in inputs]
 
