@@ -40,6 +40,7 @@ POOL = "tcl-test"
 # The pipeline on one platform, shrunk as in test_pipeline.py: 2 networks x 2 tasks x a pool of 8 programs.
 TINY = {
     "collect": {"source": P, "platforms": [P], "networks": ["tiny_cnn", "bert_tiny"], "image_sizes": [16],
+                "extra_networks": [],  # no tier 1 (params.yaml lists 18 families)
                 "seq_lens": [8], "tasks_per_network": 2, "max_tasks": 0, "pool_size": 8, "batch_size": 4,
                 "population": 16, "search_cpus": [0], "runner": {"cpus": [0]}, "builder": {"cpus": [0]}},
     "workloads": {"image_size": 16, "seq_len": 8},
