@@ -6,7 +6,7 @@ F=/tmp/fresh; rm -rf $F
 t() { local s=$(date +%s.%N); "$@"; echo ">>> [$(printf %.1f $(echo "$(date +%s.%N) - $s" | bc)) s] $*"; }
 cd /tmp && t git clone -q "$SRC" $F && cd $F
 t make setup > /tmp/fresh-setup.log 2>&1; tail -2 /tmp/fresh-setup.log
-t make run > /tmp/fresh-run.log 2>&1; grep -E "Running stage|up to date|didn't change" /tmp/fresh-run.log | sort | uniq -c | sort -rn | head; tail -3 /tmp/fresh-run.log
+t make run > /tmp/fresh-run.log 2>&1; grep -E "Running stage" /tmp/fresh-run.log; echo "stages skipped (up to date): $(grep -c "didn't change" /tmp/fresh-run.log)"
 source .venv/bin/activate
 echo "=== registry (mlflow.db of the clone)"
 python - <<'PY'
