@@ -13,11 +13,11 @@ from types import SimpleNamespace
 
 import pytest
 
-# `make test` runs two pytest-xdist workers (`-n 2 --dist loadgroup`): the whole-pipeline test (a `dvc repro`
-# of every stage, a third of the suite's time) in one lane, everything else in the other. On two or more
-# cores each lane has a core of its own, the one its measurements are pinned to: the pipeline's tiny params
-# time on core 0, params.yaml's collect.runner on core 1. Each worker gets its own Prefect home, so two
-# temporary Prefect servers never share one SQLite file.
+# `make test TEST_WORKERS=2` runs two pytest-xdist workers (`-n 2 --dist loadgroup`; the default is one process,
+# the Makefile says why): the whole-pipeline test (a `dvc repro` of every stage) in one lane, everything else
+# in the other. On two or more cores each lane has a core of its own, the one its measurements are pinned to:
+# the pipeline's tiny params time on core 0, params.yaml's collect.runner on core 1. Each worker gets its own
+# Prefect home, so two temporary Prefect servers never share one SQLite file.
 PIPELINE_LANE = {"test_pipeline.py"}
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 if XDIST_WORKER:
