@@ -45,8 +45,7 @@ from tcl.models.base import predict  # noqa: E402
 def held_out(pool, labels, rows, test, params, model_name, seed) -> dict[str, float]:
     """Train the model on `rows` of the pool (their measured labels) and score the test split."""
     t = params["train"]
-    cfg = TrainConfig(epochs=int(t["epochs"]), lr=float(t["lr"]), batch_size=int(t["batch_size"]),
-                      loss=t.get("loss", "lambdarank"), seed=seed)
+    cfg = TrainConfig.from_params(params, seed=seed, threads=1)
     model = build_model(model_name, feat_dim=pool.x.shape[2], seq_len=pool.x.shape[1],
                         **((t.get("hparams") or {}).get(model_name) or {}))
     fit(model, pool.x[rows], relabel_within(labels, pool.group, rows), pool.group[rows], cfg)

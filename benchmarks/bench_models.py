@@ -192,8 +192,7 @@ def run(platform_name: str, params: dict[str, Any], *, epochs: int, seed: int, m
     tokenizer = Tokenizer.load(features_dir.parent / "tokenizer.json")
     rows, cols = tokenizer.feature_shape
     cfg = params["train"]
-    tcfg = TrainConfig(epochs=epochs, lr=float(cfg["lr"]), batch_size=int(cfg["batch_size"]),
-                       loss=cfg.get("loss", "lambdarank"), seed=seed, threads=int(cfg.get("threads", 1)))
+    tcfg = TrainConfig.from_params(params, epochs=epochs, seed=seed)
     hp = cfg.get("hparams") or {}
     result: dict[str, Any] = {"platform": platform_name, "eval_split": eval_name, "eval_note": eval_note,
                               "epochs": epochs, "seed": seed, "xgb_rounds": xgb_rounds,

@@ -66,8 +66,7 @@ def run_job(job: dict) -> dict:
         rows = sample_offline(train, params, settings, job["seed"]).picks
     sample_seconds = time.perf_counter() - start
     t = params["train"]
-    cfg = TrainConfig(epochs=int(t["epochs"]), lr=float(t["lr"]), batch_size=int(t["batch_size"]),
-                      loss=t.get("loss", "lambdarank"), seed=job["seed"], device=job["device"])
+    cfg = TrainConfig.from_params(params, seed=job["seed"], device=job["device"], threads=1)
     model = build_model(job["model"], feat_dim=train["x"].shape[2], seq_len=train["x"].shape[1],
                         **((t.get("hparams") or {}).get(job["model"]) or {}))
     fit(model, train["x"][rows], relabel_within(train["label"], train["group"], rows), train["group"][rows], cfg)

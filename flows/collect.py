@@ -11,7 +11,7 @@ from prefect.cache_policies import NO_CACHE
 
 from flows._tasks import retry_options
 from tcl.collect.collector import collect_pools, measure_task
-from tcl.config import load_params
+from flows._params import load_checked_params
 from tcl.data.store import RecordStore
 
 
@@ -26,7 +26,7 @@ def measure(tvm_task, platform, source, store, measurer, cfg, seed, on_progress)
 @flow(name="collect", log_prints=True)
 def collect_flow(params_path: str = "params.yaml", store_root: str = "data/records", progress: bool = True) -> list:
     """Measure every catalog task's pool on every `collect.platforms` entry, resuming from the store."""
-    params = load_params(params_path)
+    params = load_checked_params(params_path)
     summaries = collect_pools(params, RecordStore(store_root), progress,
                               measure=measure.with_options(**retry_options(params, "measure")))
     logger = get_run_logger()

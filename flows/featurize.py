@@ -8,7 +8,7 @@ from flows import _env  # noqa: F401  (closed-network defaults before Prefect lo
 from prefect import flow, get_run_logger
 
 from tcl.compute import run_units
-from tcl.config import load_params
+from flows._params import load_checked_params
 from tcl.features.dataset import featurize_platforms
 from tcl.platforms import get_platform
 
@@ -17,7 +17,7 @@ from tcl.platforms import get_platform
 def featurize_flow(params_path: str = "params.yaml") -> dict:
     """Fit one tokenizer on all platforms' training splits and write each platform's train/validation/test arrays.
     Chunks of programs are featurized where `compute.runner` says (in this process, or on Dask)."""
-    params = load_params(params_path)
+    params = load_checked_params(params_path)
     platforms = [get_platform(params, name) for name in params["train"]["platforms"]]
     stats = run_units(params, "featurize", lambda units: featurize_platforms(
         platforms, params, validated_root="data/validated", records_root="data/records",

@@ -20,14 +20,14 @@ from prefect import flow, get_run_logger
 from flows._tasks import retry_options
 from tcl.collect.grow import grow
 from tcl.collect.host import NewMachine
-from tcl.config import load_params
+from flows._params import load_checked_params
 
 
 @flow(name="grow", log_prints=True)
 def grow_flow(platform: str | None = None, params_path: str = "params.yaml", store_root: str = "data/records",
               every_min: float = 20.0, push: bool = True, git: bool = True, progress: bool = True) -> list:
     """Measure, on every platform of this CPU, what the store lacks; commit and push every `every_min`."""
-    params = load_params(params_path)
+    params = load_checked_params(params_path)
     summaries = grow(params, store_root, every_min=every_min, push=push, git=git, progress=progress,
                      measure=measure.with_options(**retry_options(params, "measure")), only=platform,
                      params_path=params_path)

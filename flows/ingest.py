@@ -10,7 +10,7 @@ from flows import _env  # noqa: F401  (closed-network defaults before Prefect lo
 from prefect import flow, get_run_logger
 
 from tcl.compute import run_units
-from tcl.config import load_params
+from flows._params import load_checked_params
 from tcl.data.ingest import ingest_ansor_dir
 from tcl.data.store import atomic_write_bytes
 from tcl.platforms import get_platform
@@ -22,7 +22,7 @@ STATUS = "_ingest_status.json"
 def ingest_flow(params_path: str = "params.yaml", progress: bool = True) -> dict:
     """Ingest `ingest.tenset_dir` for `ingest.platform`; a clean no-op when no directory is set.
     Files run where `compute.runner` says (in this process, or one per Dask task)."""
-    params = load_params(params_path)
+    params = load_checked_params(params_path)
     cfg = params.get("ingest") or {}
     store = Path(cfg.get("store", "data/tenset"))
     store.mkdir(parents=True, exist_ok=True)  # the stage's output exists even when there is nothing to do

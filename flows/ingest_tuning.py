@@ -10,7 +10,7 @@ from flows import _env  # noqa: F401  (closed-network defaults before Prefect lo
 from flows import _tvm_first  # noqa: F401  (must precede Prefect: see its docstring)
 from prefect import flow, get_run_logger
 
-from tcl.config import load_params
+from flows._params import load_checked_params
 from tcl.data.store import atomic_write_bytes
 from tcl.data.tuning_dbs import ingest_tuning_databases
 from tcl.tracking.headline import write_headline
@@ -21,7 +21,7 @@ REPORT = Path("reports/tuning_ingest.json")  # a metric, not in the store: a rer
 @flow(name="ingest-tuning", log_prints=True)
 def ingest_tuning_flow(params_path: str = "params.yaml") -> list[dict]:
     """Every database under `tuning_ingest.sources`, as records of its platform, into `tuning_ingest.store`."""
-    params = load_params(params_path)
+    params = load_checked_params(params_path)
     cfg = params.get("tuning_ingest") or {}
     store = Path(cfg.get("store", "data/tuning"))
     store.mkdir(parents=True, exist_ok=True)  # the stage's output exists even with no sources

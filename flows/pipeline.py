@@ -18,13 +18,13 @@ from flows.train import train_flow
 from flows.validate import validate_flow
 from prefect import flow, get_run_logger
 
-from tcl.config import load_params
+from flows._params import load_checked_params
 
 
 @flow(name="pipeline", log_prints=True)
 def pipeline_flow(platform: str, params_path: str = "params.yaml") -> dict:
     """Collect, validate, featurize, sample and train for `platform`; returns train's held-out metrics."""
-    params = load_params(params_path)
+    params = load_checked_params(params_path)
     trained = (params.get("train") or {}).get("platforms") or []
     if platform not in trained:
         raise ValueError(f"{params_path}: '{platform}' is not in train.platforms {trained}: featurize makes no "

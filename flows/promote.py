@@ -14,7 +14,7 @@ from flows import _env  # noqa: F401  (closed-network defaults before Prefect lo
 from prefect import flow, get_run_logger
 
 from tcl import tracking
-from tcl.config import load_params
+from flows._params import load_checked_params
 from tcl.platforms import get_platform
 from tcl.train.promotion import ValidationInputs, promote
 
@@ -23,7 +23,7 @@ from tcl.train.promotion import ValidationInputs, promote
 def promote_flow(platform: str, model: str, version: str | None = None, params_path: str = "params.yaml",
                  features_root: str = "data/features") -> dict:
     """Score a registered version and the champion on the platform's validation split; promote only if better."""
-    params = load_params(params_path)
+    params = load_checked_params(params_path)
     get_platform(params, platform)  # a clear error for an undeclared platform
     tracking.require_enabled(params, "promotion (the model registry)")
     name = tracking.registered_name(params["registry"]["prefix"], platform, model)

@@ -14,7 +14,7 @@ from flows import _env  # noqa: F401  (closed-network defaults before Prefect lo
 from prefect import flow, get_run_logger
 
 from tcl import tracking
-from tcl.config import load_params
+from flows._params import load_checked_params
 
 MANIFEST = "mlruns/tcl-registry.json"
 
@@ -22,7 +22,7 @@ MANIFEST = "mlruns/tcl-registry.json"
 @flow(name="register", log_prints=True)
 def register_flow(params_path: str = "params.yaml", manifest_path: str = MANIFEST) -> dict:
     """Replay every run record of dvc.lock's stages into the store; write the manifest."""
-    params = load_params(params_path)
+    params = load_checked_params(params_path)
     log = get_run_logger()
     if not tracking.enabled(params):
         log.info("tracking is off (tracking.enabled / TCL_TRACKING): no store to rebuild")

@@ -9,14 +9,14 @@ from flows import _tvm_first  # noqa: F401  (must precede Prefect: see its docst
 from prefect import flow, get_run_logger
 
 from tcl.collect.retest import retest_stage
-from tcl.config import load_params
+from flows._params import load_checked_params
 
 
 @flow(name="retest", log_prints=True)
 def retest_flow(params_path: str = "params.yaml", store_root: str = "data/records",
                 retest_root: str = "data/retest") -> dict:
     """Re-measure `retest.fraction` of every collected platform's programs (only those not re-measured yet)."""
-    return retest_stage(load_params(params_path), store_root, retest_root, log=get_run_logger().info)
+    return retest_stage(load_checked_params(params_path), store_root, retest_root, log=get_run_logger().info)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows._tasks import retry_options
-from tcl.config import load_params
+from flows._params import load_checked_params
 from tcl.tracking.headline import write_headline
 from tcl.platforms import get_platform
 from tcl.train.pipeline import train_platform
@@ -26,7 +26,7 @@ def train_models(platform, params: dict) -> dict:
 @flow(name="train", log_prints=True)
 def train_flow(platform: str, params_path: str = "params.yaml") -> dict:
     """Train on the sampled programs, evaluate on held-out networks, log to MLflow and register each model."""
-    params = load_params(params_path)
+    params = load_checked_params(params_path)
     results = train_models.with_options(**retry_options(params, "train"))(get_platform(params, platform), params)
     write_headline("train", f"reports/train/{platform}.json", f"reports/metrics/train-{platform}.json")
     log = get_run_logger()

@@ -7,7 +7,7 @@ import argparse
 from flows import _env  # noqa: F401  (closed-network defaults before Prefect loads)
 from prefect import flow, get_run_logger
 
-from tcl.config import load_params
+from flows._params import load_checked_params
 from tcl.tracking.headline import write_headline
 from tcl.transfer.stage import run_stage
 
@@ -15,7 +15,7 @@ from tcl.transfer.stage import run_stage
 @flow(name="transfer", log_prints=True)
 def transfer_flow(params_path: str = "params.yaml") -> dict:
     """Sample the target, learn every platform of transfer.order into the knowledge base, register each snapshot."""
-    params = load_params(params_path)
+    params = load_checked_params(params_path)
     m = run_stage(params, "data/features", "models/transfer", "reports/transfer/stage.json",
                   "reports/transfer/stage-forgetting.png")
     write_headline("transfer", "reports/transfer/stage.json", "reports/metrics/transfer.json")

@@ -19,7 +19,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows._tasks import retry_options
-from tcl.config import load_params
+from flows._params import load_checked_params
 from tcl.tracking.headline import write_headline
 from tcl.platforms import get_platform
 from tcl.tvm.stage import run_tuning_stage
@@ -35,7 +35,7 @@ def tune_stage(platform, params: dict, out_dir: str) -> list:
 def tune_flow(platform: str, params_path: str = "params.yaml", out_dir: str = "reports/tune",
               network: str | None = None, trials: int | None = None) -> list:
     """Tune `network` (default `tune.network`) on `platform` with every model of `tune.cost_models`."""
-    params = load_params(params_path)
+    params = load_checked_params(params_path)
     for key, value in (("network", network), ("trials", trials)):
         if value is not None:
             params["tune"][key] = value

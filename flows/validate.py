@@ -10,7 +10,7 @@ from flows import _env  # noqa: F401  (closed-network defaults before Prefect lo
 from prefect import flow, get_run_logger
 
 from tcl.compute import run_units
-from tcl.config import load_params
+from flows._params import load_checked_params
 from tcl.data.validation.platform import ValidationFailed, validate_platform
 from tcl.tracking.headline import write_headline
 
@@ -21,7 +21,7 @@ DEFAULT_STORES = ("data/records", "data/tenset")
 def validate_flow(platform: str, params_path: str = "params.yaml") -> dict:
     """Validate every record of `platform`; raises ValidationFailed past `validate.max_failed_share`.
     Batches run where `compute.runner` says (in this process, or one per Dask task)."""
-    params = load_params(params_path)
+    params = load_checked_params(params_path)
     cfg = params.get("validate") or {}
     summary = run_units(params, f"validate-{platform}", lambda units: validate_platform(
         platform, params, stores=list(cfg.get("stores", DEFAULT_STORES)),

@@ -115,10 +115,10 @@ def host_mismatch(platform: Platform, cpu: dict[str, Any] | None = None) -> str 
 def require_device(platform: Platform) -> None:
     """Fail early, by name, when a platform cannot be measured on this machine."""
     if not platform.tvm_device().exist:
-        label = KINDS[platform.kind].device_label
-        raise RuntimeError(f"platform '{platform.name}' needs a {label} device and this machine has none "
-                           f"(tvm.device({KINDS[platform.kind].device!r}, 0).exist is False); run this stage on a "
-                           f"{label} machine")
+        kind = KINDS[platform.kind]
+        raise RuntimeError(f"platform '{platform.name}' needs a {kind.device_label} device and this machine has "
+                           f"none (tvm.device({kind.device!r}, 0).exist is False); run this stage on a "
+                           f"{kind.device_label} machine")
     reason = host_mismatch(platform)
     if reason:
         raise RuntimeError(reason)

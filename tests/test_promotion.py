@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import pickle
 import subprocess
 import sys
 
@@ -292,15 +291,6 @@ def test_a_version_without_provenance_is_refused(store, data, good):
     with tracking.run(store, "no-tags"), pytest.raises(ValueError, match="git_commit.*params_hash.*score"):
         tracking.registry.log_version(data.bundle(good), data.bundle(good).save("b"), name_of(store),
                                       data.arrays["validation"]["x"][:4], {"data_version": "md5"})
-
-
-def test_versions_registered_under_the_old_class_path_still_load():
-    """Versions registered before the move pickled `tcl.train.registry.BundlePyfunc`."""
-    from tcl.tracking.registry import BundlePyfunc
-
-    old = pickle.dumps(BundlePyfunc(), protocol=0).replace(b"ctcl.tracking.registry\n", b"ctcl.train.registry\n")
-    assert b"ctcl.train.registry\nBundlePyfunc" in old
-    assert type(pickle.loads(old)) is BundlePyfunc
 
 
 @pytest.mark.slow

@@ -234,7 +234,7 @@ def mlflow_store(tmp_path, monkeypatch):
 
 def test_tracked_sequence_registers_each_kb_snapshot_and_the_target(mlflow_store, tmp_path):
     from tcl.features.tokenizer import Tokenizer
-    from tcl.train.registry import load_registered
+    from tcl.tracking.registry import load_registered
     from tcl.transfer.tracked import TrackingContext, run_tracked
 
     order = ["a", "b", "c"]

@@ -6,12 +6,18 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import settings_from
 from ..train.loop import TrainConfig
 from .base import SAMPLERS, Sampler, make_sampler
 
 
+MODES = ("offline", "active")  # "all" (no sampling) is what a platform outside sampling.platforms gets
+
+
 @dataclass
 class SamplingSettings:
+    platforms: list[str] = field(default_factory=list)  # trained on a sample; the other platforms on all
+    mode: str = "offline"  # offline: pick from the measured pool | active: measure only the picks
     strategy: str = "rdu"
     rate: float = 0.10
     rounds: int = 4
@@ -24,12 +30,20 @@ class SamplingSettings:
 
     @classmethod
     def from_params(cls, params: dict[str, Any], **overrides) -> SamplingSettings:
-        cfg = {k: v for k, v in (params.get("sampling") or {}).items() if k in cls.__dataclass_fields__}
+        """The `sampling:` block, overridden by any non-None keyword; unknown keys raise naming them."""
+        cfg = dict(params.get("sampling") or {})
         cfg.update({k: v for k, v in overrides.items() if v is not None})
-        out = cls(**cfg)
+        cfg["platforms"] = list(cfg.get("platforms") or [])
+        out = settings_from(cls, cfg, "sampling")
         if out.strategy not in SAMPLERS:
             raise ValueError(f"sampling.strategy={out.strategy!r} is not a sampler; known: {sorted(SAMPLERS)}")
+        if out.mode not in MODES:
+            raise ValueError(f"sampling.mode={out.mode!r}: choose one of {list(MODES)}")
         return out
+
+    def mode_for(self, platform: str) -> str:
+        """How `platform` gets its training programs: `mode` when it is one of `platforms`, else all of them."""
+        return self.mode if platform in self.platforms else "all"
 
     def sampler(self, seed: int) -> Sampler:
         """The configured strategy; `seed` reaches it when its constructor takes one."""
@@ -40,10 +54,7 @@ class SamplingSettings:
 
     def train_config(self, params: dict[str, Any], seed: int) -> TrainConfig:
         """The train stage's optimizer settings with this block's epochs: f is the same kind of model."""
-        t = params.get("train") or {}
-        return TrainConfig(epochs=int(self.epochs), lr=float(t.get("lr", 7e-4)),
-                           batch_size=int(t.get("batch_size", 1024)), loss=t.get("loss", "lambdarank"),
-                           seed=seed, threads=int(t.get("threads", 1)), device=self.device)
+        return TrainConfig.from_params(params, epochs=self.epochs, seed=seed, device=self.device)
 
     def hparams(self, params: dict[str, Any]) -> dict[str, Any]:
         return dict(((params.get("train") or {}).get("hparams") or {}).get(self.model) or {})

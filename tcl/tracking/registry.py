@@ -6,9 +6,6 @@ never overwritten. Every version carries the provenance tags of tcl.tracking.pro
 (`log_version` refuses one without them). Which version is `champion` is decided by the
 promotion gate (tcl.train.promotion), which scores the candidate and the champion now, on
 the same held-out split; the candidate it looked at holds `challenger`.
-
-A registered pyfunc pickles the class path of `BundlePyfunc`: versions registered before
-this module existed name `tcl.train.registry.BundlePyfunc`, which stays importable there.
 """
 
 from __future__ import annotations

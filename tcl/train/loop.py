@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..models.losses import rank_loss
+from ..models.losses import KINDS as LOSSES, rank_loss
 from .checkpoint import Checkpoint, TrainState, fingerprint
 
 # Training loops show a bar (a line per epoch in a log) once they have run this long: short fits,
@@ -35,6 +35,33 @@ class TrainConfig:
     seed: int = 0
     threads: int = 1  # torch intra-op threads (params train.threads)
     device: str = "cpu"  # "cuda" on a GPU machine (the data is small: it is moved there whole)
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any], **overrides: Any) -> "TrainConfig":
+        """The optimizer settings of params.yaml's `train:` section (and the top-level `seed`), with any
+        non-None keyword overriding them: the train stage, the sampler's f and the benchmarks train alike.
+        An unknown key in the section fails here, naming it, before any training starts."""
+        cfg = dict(params.get("train") or {})
+        optimizer = ("epochs", "lr", "batch_size", "loss", "weight_decay", "threads")
+        unknown = sorted(set(cfg) - set(optimizer) - set(TRAIN_SECTION_KEYS))
+        if unknown:
+            raise ValueError(f"params.yaml train: unknown key(s) {unknown}; known: "
+                             f"{sorted((*optimizer, *TRAIN_SECTION_KEYS))}")
+        values = {k: cfg[k] for k in optimizer if cfg.get(k) is not None}
+        values["seed"] = params.get("seed", 0)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        out = cls(**values)
+        casts = {"epochs": int, "lr": float, "batch_size": int, "loss": str, "weight_decay": float, "seed": int,
+                 "threads": int, "device": str}
+        for name, cast in casts.items():
+            setattr(out, name, cast(getattr(out, name)))
+        if out.loss not in LOSSES:
+            raise ValueError(f"params.yaml train.loss={out.loss!r}: choose one of {list(LOSSES)}")
+        return out
+
+
+# The train section's keys that are not optimizer settings (read by the train stage and tcl.train.evaluate).
+TRAIN_SECTION_KEYS = ("platforms", "models", "checkpoint_dir", "eval", "hparams")
 
 
 @dataclass

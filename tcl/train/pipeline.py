@@ -53,9 +53,7 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
     """
     cfg = params["train"]
     hparams = dict((cfg.get("hparams") or {}).get(model_name) or {})
-    tcfg = TrainConfig(epochs=int(cfg["epochs"]), lr=float(cfg["lr"]), batch_size=int(cfg["batch_size"]),
-                       loss=cfg.get("loss", "lambdarank"), seed=int(params.get("seed", 0)),
-                       threads=int(cfg.get("threads", 1)))
+    tcfg = TrainConfig.from_params(params)
     train, val, test = (load_split(features_dir, s) for s in ("train", "validation", "test"))
     pool_rows = len(train["x"])
     if pool_rows == 0:

@@ -1,0 +1,50 @@
+"""params.yaml as every flow reads it: loaded, then checked whole.
+
+Each section is built into its settings object (each strict about unknown keys) and every
+`tune.cost_models` name is parsed against the registries, so a typo anywhere fails the first stage
+`dvc repro` starts, naming the key and the valid ones, not the stage (maybe hours later) that reads it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tcl.compute import ComputeSettings
+from tcl.config import load_params
+from tcl.data.validation.suite import ValidateConfig
+from tcl.models import MODELS
+from tcl.sampling.settings import SamplingSettings
+from tcl.train.evaluate import EvalSettings
+from tcl.train.loop import TrainConfig
+from tcl.transfer.settings import TransferSettings
+from tcl.tvm.controller import ControllerSettings
+from tcl.tvm.draft import DraftSettings
+from tcl.tvm.guard import GuardSettings
+from tcl.tvm.names import parse_cost_model
+from tcl.tvm.online import OnlineSettings
+from tcl.tvm.tuning import SearchSettings
+
+SECTION_SETTINGS = {"compute": [ComputeSettings], "validate": [ValidateConfig],
+                    "train": [TrainConfig, EvalSettings], "sampling": [SamplingSettings],
+                    "transfer": [TransferSettings],
+                    "tune": [SearchSettings, OnlineSettings, DraftSettings, GuardSettings, ControllerSettings]}
+
+
+def check_params(params: dict[str, Any]) -> None:
+    """Build every present section's settings and parse the cost model names; ValueError on the first fault."""
+    for section, classes in SECTION_SETTINGS.items():
+        if section in params:
+            for cls in classes:
+                cls.from_params(params)
+    unknown = [m for m in (params.get("train") or {}).get("models") or [] if m not in MODELS]
+    if unknown:
+        raise ValueError(f"params.yaml train.models: {unknown} are not cost models; known: {sorted(MODELS)}")
+    for name in (params.get("tune") or {}).get("cost_models") or []:
+        parse_cost_model(name)
+
+
+def load_checked_params(path: str | Path | None = None) -> dict[str, Any]:
+    params = load_params(path)
+    check_params(params)
+    return params

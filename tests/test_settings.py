@@ -1,0 +1,77 @@
+"""params.yaml is checked whole when a flow loads it: every section's settings object is strict about
+unknown keys, and `tune.cost_models` / `train.models` name things that exist."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flows._params import check_params, load_checked_params
+from tcl.config import DEFAULT_PARAMS, load_params
+from tcl.sampling.settings import SamplingSettings
+from tcl.train.loop import TrainConfig
+
+FLOWS = Path(__file__).resolve().parents[1] / "flows"
+
+
+@pytest.fixture(scope="module")
+def params():
+    return load_params()
+
+
+def test_the_repository_params_pass(params):
+    check_params(params)
+
+
+def _with(params, dotted: str, value):
+    out = copy.deepcopy(params)
+    *path, key = dotted.split(".")
+    node = out
+    for part in path:
+        node = node.setdefault(part, {})
+    node[key] = value
+    return out
+
+
+@pytest.mark.parametrize("dotted", ["train.epochz", "train.eval.bootstrapp", "sampling.ratee", "transfer.orderr",
+                                    "tune.search.populationn", "tune.online.stepz", "tune.draft.verifyy",
+                                    "tune.guard.windoww", "tune.controller.windoww", "compute.workerz"])
+def test_an_unknown_key_in_any_checked_section_fails_naming_it(params, dotted):
+    bad = _with(params, dotted, 1)
+    with pytest.raises(ValueError, match=dotted.split(".")[-1]):
+        check_params(bad)
+
+
+def test_a_misspelled_cost_model_fails_at_load_listing_the_valid_names(params, tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(_with(params, "tune.cost_models", ["xgb", "tlc+moa"])))
+    with pytest.raises(ValueError, match=r"tlc\+moa.*'xgb', 'random'.*tcl"):
+        load_checked_params(path)
+    with pytest.raises(ValueError, match=r"train.models.*\['tlc'\].*tcl"):
+        check_params(_with(params, "train.models", ["tcl", "tlc"]))
+
+
+def test_train_config_reads_the_section_and_takes_overrides(params):
+    p = _with(_with(params, "train.lr", 0.01), "seed", 7)
+    cfg = TrainConfig.from_params(p)
+    assert (cfg.lr, cfg.seed, cfg.epochs, cfg.batch_size) == (0.01, 7, params["train"]["epochs"],
+                                                              params["train"]["batch_size"])
+    assert TrainConfig.from_params(p, epochs=3, seed=None).epochs == 3 and TrainConfig.from_params(p).seed == 7
+    with pytest.raises(ValueError, match="train.loss='hinge'"):
+        TrainConfig.from_params(_with(params, "train.loss", "hinge"))
+
+
+def test_sampling_mode_applies_only_to_the_listed_platforms(params):
+    s = SamplingSettings.from_params(_with(_with(params, "sampling.platforms", ["a"]), "sampling.mode", "active"))
+    assert (s.mode_for("a"), s.mode_for("b")) == ("active", "all")
+    with pytest.raises(ValueError, match="sampling.mode='online'"):
+        SamplingSettings.from_params(_with(params, "sampling.mode", "online"))
+
+
+def test_every_flow_loads_params_through_the_checked_loader():
+    direct = [p.name for p in FLOWS.glob("*.py") if p.name != "_params.py" and "load_params(" in p.read_text()]
+    assert not direct, f"flows reading params.yaml unchecked: {direct}"
+    assert DEFAULT_PARAMS.exists()
