@@ -99,3 +99,52 @@ def test_a_new_sampler_is_made_by_its_name_and_picks_by_its_rule(toy_sampler):
     np.testing.assert_array_equal(np.sort(sampler.select(pool, 3)), [1, 2, 4])
     with pytest.raises(ValueError, match="lowest_index"):
         make_sampler("lowest_indx")
+
+
+def test_a_new_network_is_built_by_name_and_its_tasks_extracted():
+    """docs/extending.md "A network": a module and its name -> class entry; the catalog's task extraction
+    finds its operators by the name alone."""
+    from tcl.workloads.networks import NETWORKS, build_network
+    from tcl.workloads.tasks import extract_tasks
+
+    class ToyNet(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(self.conv(x)).mean(dim=(2, 3))
+
+    NETWORKS["toy_net"] = ToyNet  # the FAMILIES entry of the recipe, which NETWORKS takes in on import
+    try:
+        model, (x,) = build_network("toy_net", batch=1, image_size=8)
+        assert isinstance(model, ToyNet) and tuple(model(x).shape) == (1, 8)
+        tasks = extract_tasks("toy_net", {"kind": "llvm", "num-cores": 1}, image_size=8)
+        assert "conv2d" in {t.op_type for t in tasks}, [t.name for t in tasks]
+    finally:
+        del NETWORKS["toy_net"]
+
+
+def test_a_new_machine_is_declared_from_the_suggested_entries_and_measures_them():
+    """docs/extending.md "A platform": paste what `make collect` suggests, list the names in the foreach
+    lists (params fail to load until both agree), and this CPU now measures those platforms."""
+    import yaml
+
+    from flows._params import check_params
+    from tcl.collect.host import NewMachine, require_host_platforms
+    from tcl.config import check_platform_lists, load_params
+    from tcl.platforms import get_platform, this_cpu
+
+    cpu = {**this_cpu(), "family": 4343, "model": 9, "name": "Newcomer CPU"}
+    params = load_params()
+    with pytest.raises(NewMachine) as e:
+        require_host_platforms(params, cpu)
+    entries = yaml.safe_load(str(e.value).split("\n\n", 1)[1])
+    params["platforms"].update(entries)
+    params["collect"]["platforms"] += list(entries)
+    with pytest.raises(ValueError, match="validate.platforms .* missing"):
+        check_platform_lists(params)
+    params["validate"]["platforms"] += list(entries)
+    check_params(params)
+    assert require_host_platforms(params, cpu) == list(entries)
+    assert all(len(get_platform(params, n).spec_vector) > 0 for n in entries)
