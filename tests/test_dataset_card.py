@@ -106,3 +106,21 @@ def test_repository_footprint_attributes_the_remote_and_clones_for_real(stores):
     assert repo["git"]["pack_bytes"] > 0 and repo["git"]["clone_seconds"] > 0
     assert repo["git"]["clone_bytes"] > 870   # the checked-out remote and the clone's .git
     assert "## Repository" in render_markdown(card) and "| models | 0.00 |" in render_markdown(card)
+
+
+def test_footprint_reads_a_directory_listing_from_the_local_cache_before_the_push(tmp_path):
+    """The card runs inside `dvc repro`, before `dvc push`: the new version's listing is only in
+    .dvc/cache, while most of its files were pushed with the previous version."""
+    from tcl.data.footprint import UNREFERENCED, remote_by_output
+
+    remote = tmp_path / "dvc-store" / "files" / "md5"
+    (remote / "bb").mkdir(parents=True)
+    (remote / "bb" / ("2" * 30)).write_bytes(b"x" * 500)
+    cache = tmp_path / ".dvc" / "cache" / "files" / "md5" / "dd"
+    cache.mkdir(parents=True)
+    (cache / ("5" * 30 + ".dir")).write_text(json.dumps([{"md5": "bb" + "2" * 30, "relpath": "p/part.parquet"}]))
+    (tmp_path / "dvc.lock").write_text(
+        "stages:\n  collect:\n    outs:\n    - path: data/records\n      md5: dd" + "5" * 30 + ".dir\n")
+    assert remote_by_output(tmp_path / "dvc.lock", tmp_path / "dvc-store") == {"data/records": 500}
+    (cache / ("5" * 30 + ".dir")).unlink()
+    assert remote_by_output(tmp_path / "dvc.lock", tmp_path / "dvc-store") == {UNREFERENCED: 500}

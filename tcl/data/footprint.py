@@ -55,8 +55,11 @@ def remote_by_output(lock_path: str | Path, remote_dir: str | Path) -> dict[str,
             continue
         path = _group(path)
         owner.setdefault(md5, path)
-        listing = _object(remote, md5)
-        if md5.endswith(".dir") and listing.is_file():
+        # A directory's listing: the remote's, or the local cache's when the card runs before `dvc push`
+        # (then the files already pushed from the previous version still belong to this output).
+        listing = next((f for f in (_object(remote, md5), _object(repo / ".dvc" / "cache", md5)) if f.is_file()),
+                       None)
+        if md5.endswith(".dir") and listing is not None:
             for entry in json.loads(listing.read_text()):
                 owner.setdefault(entry["md5"], path)
     sizes: dict[str, int] = {}
