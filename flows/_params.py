@@ -21,8 +21,8 @@ from tcl.transfer.settings import TransferSettings
 from tcl.tvm.controller import ControllerSettings
 from tcl.tvm.draft import DraftSettings
 from tcl.tvm.guard import GuardSettings
-from tcl.tvm.names import parse_cost_model
 from tcl.tvm.online import OnlineSettings
+from tcl.tvm.stage import check_tune_params
 from tcl.tvm.tuning import SearchSettings
 
 SECTION_SETTINGS = {"compute": [ComputeSettings], "validate": [ValidateConfig],
@@ -40,8 +40,7 @@ def check_params(params: dict[str, Any]) -> None:
     unknown = [m for m in (params.get("train") or {}).get("models") or [] if m not in MODELS]
     if unknown:
         raise ValueError(f"params.yaml train.models: {unknown} are not cost models; known: {sorted(MODELS)}")
-    for name in (params.get("tune") or {}).get("cost_models") or []:
-        parse_cost_model(name)
+    check_tune_params(params)
 
 
 def load_checked_params(path: str | Path | None = None) -> dict[str, Any]:

@@ -23,6 +23,23 @@ from .names import parse_cost_model
 from .tuning import SearchSettings, make_builtin_cost_model
 
 
+# The `tune:` section's keys: this module reads the first eight, the settings classes the sub-blocks
+# (SearchSettings, OnlineSettings, DraftSettings, ControllerSettings, GuardSettings; psa: tcl.tvm.psa).
+TUNE_KEYS = ("platforms", "network", "cost_models", "baseline", "trials", "num_trials_per_iter",
+             "learned_trials_per_iter", "bundles", "search", "online", "draft", "controller", "guard", "psa")
+
+
+def check_tune_params(params: dict[str, Any]) -> None:
+    """Unknown `tune:` keys and cost model names that are not TVM's or registered ones fail here, naming
+    the valid ones (flows/_params.py calls it when any flow loads params.yaml)."""
+    cfg = params.get("tune") or {}
+    unknown = sorted(set(cfg) - set(TUNE_KEYS))
+    if unknown:
+        raise ValueError(f"params.yaml tune: unknown key(s) {unknown}; known: {sorted(TUNE_KEYS)}")
+    for name in cfg.get("cost_models") or []:
+        parse_cost_model(name)
+
+
 def registered_choice(name: str, platform: Platform, params: dict[str, Any], log: Callable[[str], None],
                       root: str | Path | None = None):
     """(bundle, pin) of the registered model `name` the platform tunes with: its own champion or the
