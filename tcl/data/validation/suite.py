@@ -55,6 +55,8 @@ DERIVED_COLUMNS = ("_n_steps", "_unknown_step_kind", "_program_bytes", "_n_run_s
 GE_TYPES = {"string": "str", "int32": "int32", "double": "float64"}
 DEFAULTS = {"max_failed_share": 0.05, "min_steps": 1, "max_steps": 512, "max_mean_sec": 1000.0,
             "batch_rows": 25_000}
+# The rest of the `validate:` section: the DVC foreach list and where the stage reads and writes (flows/validate.py).
+STAGE_KEYS = ("platforms", "stores", "validated_root", "quarantine_dir", "report_dir")
 
 
 def registered_instruction_kinds(names: tuple[str, ...] = METASCHEDULE_STEP_KINDS) -> set[str]:
@@ -82,6 +84,10 @@ class ValidateConfig:
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "ValidateConfig":
+        unknown = sorted(set(params.get("validate") or {}) - set(DEFAULTS) - set(STAGE_KEYS))
+        if unknown:
+            raise ValueError(f"params.yaml validate: unknown key(s) {unknown}; known: "
+                             f"{sorted((*DEFAULTS, *STAGE_KEYS))}")
         cfg = {**DEFAULTS, **(params.get("validate") or {})}
         platforms = tuple(sorted((params.get("platforms") or {}).keys()))
         if not platforms:
