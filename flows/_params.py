@@ -15,6 +15,7 @@ from tcl.config import load_params
 from tcl.data.validation.suite import ValidateConfig
 from tcl.models import MODELS
 from tcl.sampling.settings import SamplingSettings
+from tcl.tracking.runs import check_params as check_tracking_params
 from tcl.train.evaluate import EvalSettings
 from tcl.train.loop import TrainConfig
 from tcl.transfer.settings import TransferSettings
@@ -41,6 +42,7 @@ def check_params(params: dict[str, Any]) -> None:
     if unknown:
         raise ValueError(f"params.yaml train.models: {unknown} are not cost models; known: {sorted(MODELS)}")
     check_tune_params(params)
+    check_tracking_params(params)
 
 
 def load_checked_params(path: str | Path | None = None) -> dict[str, Any]:

@@ -48,6 +48,19 @@ def enabled(params: dict[str, Any] | None = None) -> bool:
     return value
 
 
+# The params.yaml sections this package reads, and their keys.
+SECTION_KEYS = {"tracking": ("enabled", "mlflow_uri", "experiment"), "registry": ("prefix", "params_sections")}
+
+
+def check_params(params: dict[str, Any]) -> None:
+    """Unknown `tracking:` / `registry:` keys, or a `tracking.enabled` that is not a bool, fail at load."""
+    for section, known in SECTION_KEYS.items():
+        unknown = sorted(set(params.get(section) or {}) - set(known))
+        if unknown:
+            raise ValueError(f"params.yaml {section}: unknown key(s) {unknown}; known: {sorted(known)}")
+    enabled(params)
+
+
 def _mlflow():
     try:
         import mlflow
