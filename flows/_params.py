@@ -12,6 +12,7 @@ from typing import Any
 
 from tcl.compute import ComputeSettings
 from tcl.config import load_params
+from tcl.data.splits import SplitSettings
 from tcl.data.validation.suite import ValidateConfig
 from tcl.models import MODELS
 from tcl.sampling.settings import SamplingSettings
@@ -26,7 +27,7 @@ from tcl.tvm.online import OnlineSettings
 from tcl.tvm.stage import check_tune_params
 from tcl.tvm.tuning import SearchSettings
 
-SECTION_SETTINGS = {"compute": [ComputeSettings], "validate": [ValidateConfig],
+SECTION_SETTINGS = {"compute": [ComputeSettings], "validate": [ValidateConfig], "split": [SplitSettings],
                     "train": [TrainConfig, EvalSettings], "sampling": [SamplingSettings],
                     "transfer": [TransferSettings],
                     "tune": [SearchSettings, OnlineSettings, DraftSettings, GuardSettings, ControllerSettings]}

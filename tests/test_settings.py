@@ -38,7 +38,7 @@ def _with(params, dotted: str, value):
 
 @pytest.mark.parametrize("dotted", ["train.epochz", "train.eval.bootstrapp", "sampling.ratee", "transfer.orderr",
                                     "tune.search.populationn", "tune.online.stepz", "tune.draft.verifyy",
-                                    "tune.guard.windoww", "tune.controller.windoww", "compute.workerz", "tune.trails", "validate.max_failed_shares", "tracking.experiments", "registry.prefx"])
+                                    "tune.guard.windoww", "tune.controller.windoww", "compute.workerz", "tune.trails", "validate.max_failed_shares", "tracking.experiments", "registry.prefx", "split.holdout"])
 def test_an_unknown_key_in_any_checked_section_fails_naming_it(params, dotted):
     bad = _with(params, dotted, 1)
     with pytest.raises(ValueError, match=dotted.split(".")[-1]):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -29,6 +30,31 @@ import pyarrow.compute as pc
 
 SPLITS = ("train", "validation", "test")
 DEFAULT_HOLDOUT = ("resnet50", "mobilenet_v2", "resnext50", "bert_tiny", "bert_base")
+
+
+@dataclass(frozen=True)
+class SplitSettings:
+    """The `split:` section (seed defaults to the top-level one); unknown keys fail naming them."""
+
+    holdout_networks: tuple[str, ...] = DEFAULT_HOLDOUT
+    val_fraction: float = 0.1
+    min_val_tasks: int = 0
+    seed: int = 0
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "SplitSettings":
+        cfg = dict(params.get("split") or {})
+        unknown = sorted(set(cfg) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"params.yaml split: unknown key(s) {unknown}; known: {[f.name for f in fields(cls)]}")
+        return cls(holdout_networks=tuple(cfg.get("holdout_networks", DEFAULT_HOLDOUT)),
+                   val_fraction=float(cfg.get("val_fraction", 0.1)), min_val_tasks=int(cfg.get("min_val_tasks", 0)),
+                   seed=int(cfg.get("seed", params.get("seed", 0))))
+
+    def kwargs(self) -> dict[str, Any]:
+        """As task_splits / assign_splits take them."""
+        return {"holdout_networks": self.holdout_networks, "val_fraction": self.val_fraction,
+                "min_val_tasks": self.min_val_tasks, "seed": self.seed}
 
 
 def normalize_network(name: str) -> str:
@@ -102,10 +128,6 @@ def task_networks_of(records_dir: str | Path) -> dict[str, list[str]]:
 def split_tables(table: pa.Table, params: dict[str, Any],
                  task_networks: Mapping[str, Iterable[str]] | None = None) -> dict[str, pa.Table]:
     """{train, validation, test} tables (with labels) using `params['split']` and `params['seed']`."""
-    cfg = params.get("split") or {}
-    marked = assign_splits(table, holdout_networks=cfg.get("holdout_networks", DEFAULT_HOLDOUT),
-                           val_fraction=float(cfg.get("val_fraction", 0.1)),
-                           min_val_tasks=int(cfg.get("min_val_tasks", 0)),
-                           seed=int(cfg.get("seed", params.get("seed", 0))), task_networks=task_networks)
+    marked = assign_splits(table, **SplitSettings.from_params(params).kwargs(), task_networks=task_networks)
     return {name: marked.filter(pc.equal(marked.column("split"), name)).drop_columns(["split"])
             for name in SPLITS}

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..compute import ComputeSettings, Units, serial_units
-from ..data.splits import DEFAULT_HOLDOUT, SPLITS, add_labels, task_networks_of, task_splits
+from ..data.splits import SPLITS, SplitSettings, add_labels, task_networks_of, task_splits
 from ..data.store import atomic_write_bytes, atomic_write_npz
 from ..platforms import Platform, load_platforms
 from .tokenizer import Tokenizer, sequence_stats
@@ -104,11 +104,10 @@ def featurize_platforms(platforms: list[Platform], params: dict[str, Any], valid
     kind = kinds.pop()
     tables = {p.name: pq.read_table(Path(validated_root) / f"platform={p.name}.parquet") for p in platforms}
     splits = platform_splits(tables, params, records_root)
-    cfg = params.get("split") or {}
     train_steps = [s for parts in splits.values() for s in parts["train"].column("steps").to_pylist()]
     if not train_steps:
         raise ValueError(f"{validated_root}: no training records after holding out "
-                         f"{cfg.get('holdout_networks')}; collect more networks")
+                         f"{list(SplitSettings.from_params(params).holdout_networks)}; collect more networks")
     tokenizer = Tokenizer.for_kind(kind, **params.get("features", {}).get(kind, {}))
     tokenizer.fit(train_steps, hardware_scale_specs(params, kind))
     chunk_rows = ComputeSettings.from_params(params).chunk_rows
@@ -139,11 +138,7 @@ def platform_splits(tables: dict[str, pa.Table], params: dict[str, Any],
     for name in tables:
         members.update(task_networks_of(Path(records_root) / f"platform={name}"))
     union = pa.concat_tables(t.select(["task_key", "network"]) for t in tables.values())
-    cfg = params.get("split") or {}
-    split_of = task_splits(union, holdout_networks=cfg.get("holdout_networks", DEFAULT_HOLDOUT),
-                           val_fraction=float(cfg.get("val_fraction", 0.1)),
-                           min_val_tasks=int(cfg.get("min_val_tasks", 0)),
-                           seed=int(cfg.get("seed", params.get("seed", 0))), task_networks=members)
+    split_of = task_splits(union, **SplitSettings.from_params(params).kwargs(), task_networks=members)
     out = {}
     for name, table in tables.items():
         table = add_labels(table)
