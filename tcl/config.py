@@ -76,14 +76,18 @@ def _parse_yaml(path: Path) -> Any:
         raise ValueError(f"{path}: bad YAML: nested too deeply") from None
 
 
+def check_keys(cfg: Any, known: Any, where: str) -> None:
+    """An unknown key in one params.yaml section is an error naming `where` (e.g. `tune.search`) and the
+    known keys, so a typo fails before any work starts."""
+    unknown = sorted(set(cfg or {}) - set(known))
+    if unknown:
+        raise ValueError(f"params.yaml {where}: unknown key(s) {unknown}; known: {sorted(known)}")
+
+
 def settings_from(cls, cfg: Any, where: str):
-    """A settings dataclass from one params.yaml section; unknown keys are an error naming `where`
-    (e.g. `tune.search`) and the known ones, so a typo fails before any work starts."""
+    """A settings dataclass from one params.yaml section, strict about its keys (check_keys)."""
     from dataclasses import fields
 
     cfg = dict(cfg or {})
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(cfg) - known)
-    if unknown:
-        raise ValueError(f"params.yaml {where}: unknown key(s) {unknown}; known: {sorted(known)}")
+    check_keys(cfg, [f.name for f in fields(cls)], where)
     return cls(**cfg)

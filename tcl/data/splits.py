@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from ..config import check_keys
 
 SPLITS = ("train", "validation", "test")
 DEFAULT_HOLDOUT = ("resnet50", "mobilenet_v2", "resnext50", "bert_tiny", "bert_base")
@@ -43,18 +45,16 @@ class SplitSettings:
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> "SplitSettings":
-        cfg = dict(params.get("split") or {})
-        unknown = sorted(set(cfg) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"params.yaml split: unknown key(s) {unknown}; known: {[f.name for f in fields(cls)]}")
-        return cls(holdout_networks=tuple(cfg.get("holdout_networks", DEFAULT_HOLDOUT)),
-                   val_fraction=float(cfg.get("val_fraction", 0.1)), min_val_tasks=int(cfg.get("min_val_tasks", 0)),
-                   seed=int(cfg.get("seed", params.get("seed", 0))))
+        cfg = params.get("split") or {}
+        check_keys(cfg, [f.name for f in fields(cls)], "split")
+        return cls(holdout_networks=tuple(cfg.get("holdout_networks", cls.holdout_networks)),
+                   val_fraction=float(cfg.get("val_fraction", cls.val_fraction)),
+                   min_val_tasks=int(cfg.get("min_val_tasks", cls.min_val_tasks)),
+                   seed=int(cfg.get("seed", params.get("seed", cls.seed))))
 
     def kwargs(self) -> dict[str, Any]:
         """As task_splits / assign_splits take them."""
-        return {"holdout_networks": self.holdout_networks, "val_fraction": self.val_fraction,
-                "min_val_tasks": self.min_val_tasks, "seed": self.seed}
+        return asdict(self)
 
 
 def normalize_network(name: str) -> str:

@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from ..config import check_keys
+
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 ENV = "TCL_TRACKING"
@@ -55,9 +57,7 @@ SECTION_KEYS = {"tracking": ("enabled", "mlflow_uri", "experiment"), "registry":
 def check_params(params: dict[str, Any]) -> None:
     """Unknown `tracking:` / `registry:` keys, or a `tracking.enabled` that is not a bool, fail at load."""
     for section, known in SECTION_KEYS.items():
-        unknown = sorted(set(params.get(section) or {}) - set(known))
-        if unknown:
-            raise ValueError(f"params.yaml {section}: unknown key(s) {unknown}; known: {sorted(known)}")
+        check_keys(params.get(section), known, section)
     enabled(params)
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tcl.config import check_keys
 from tcl.data.ansor import STEP_KINDS as ANSOR_STEP_KINDS
 from tcl.data.schema import RECORD_SCHEMA, SOURCES
 
@@ -84,10 +85,7 @@ class ValidateConfig:
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "ValidateConfig":
-        unknown = sorted(set(params.get("validate") or {}) - set(DEFAULTS) - set(STAGE_KEYS))
-        if unknown:
-            raise ValueError(f"params.yaml validate: unknown key(s) {unknown}; known: "
-                             f"{sorted((*DEFAULTS, *STAGE_KEYS))}")
+        check_keys(params.get("validate"), (*DEFAULTS, *STAGE_KEYS), "validate")
         cfg = {**DEFAULTS, **(params.get("validate") or {})}
         platforms = tuple(sorted((params.get("platforms") or {}).keys()))
         if not platforms:
