@@ -44,6 +44,7 @@ from benchmarks._out import provenance, provenance_line  # noqa: E402
 from tcl.config import load_params  # noqa: E402
 from tcl.platforms import get_platform  # noqa: E402
 from tcl.tvm.stage import run_tuning_stage  # noqa: E402
+from tcl.workloads.settings import WorkloadSettings  # noqa: E402
 
 # Every run tuned before rows recorded `num_trials_per_iter` used 8 trials per task per round.
 LEGACY_PER_ITER = 8
@@ -184,7 +185,7 @@ def library_path(run_dir: Path, platform: str, model: str, network: str, per_ite
     return path if path.exists() else None
 
 
-def retime(network: str, workload_cfg: dict[str, Any], platform, libraries: dict[Any, Path],
+def retime(network: str, shapes: WorkloadSettings, platform, libraries: dict[Any, Path],
            rounds: int) -> tuple[dict[Any, float], float]:
     """Each compiled library of `network` and its reference timed again, interleaved over `rounds`.
 
@@ -195,7 +196,7 @@ def retime(network: str, workload_cfg: dict[str, Any], platform, libraries: dict
     from tcl.tvm.e2e import CompiledNetwork, reference_latency_ms
     from tcl.workloads import load_network
 
-    net = load_network(network, workload_cfg)
+    net = load_network(network, shapes)
     timers = {key: CompiledNetwork.load(str(path), platform, net.inputs) for key, path in libraries.items()}
     times: dict[Any, list[float]] = {key: [] for key in timers}
     reference = []
@@ -381,7 +382,7 @@ def main() -> None:
         if args.retime_rounds and all(libraries.values()):
             print(f"{name}: timing {len(libraries)} compiled libraries and the reference again, "
                   f"interleaved, {args.retime_rounds} rounds")
-            apply_retimed(tables, *retime(network, workloads, platform, libraries, args.retime_rounds))
+            apply_retimed(tables, *retime(network, WorkloadSettings.from_params(params), platform, libraries, args.retime_rounds))
         elif args.retime_rounds:
             retimed = False
             print(f"{name}: some compiled libraries are missing; tuned latencies are the tuning runs' own")

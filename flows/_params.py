@@ -10,10 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tcl.collect.settings import check_collect_params
 from tcl.compute import ComputeSettings
 from tcl.config import load_params
+from tcl.data.ingest import IngestSettings
 from tcl.data.splits import SplitSettings
+from tcl.data.tuning_dbs import TuningIngestSettings
 from tcl.data.validation.suite import ValidateConfig
+from tcl.deploy import check_deploy_keys
+from tcl.features.settings import FeatureSettings
 from tcl.models import MODELS
 from tcl.sampling.settings import SamplingSettings
 from tcl.tracking.runs import check_params as check_tracking_params
@@ -26,8 +31,11 @@ from tcl.tvm.guard import GuardSettings
 from tcl.tvm.online import OnlineSettings
 from tcl.tvm.stage import check_tune_params
 from tcl.tvm.tuning import SearchSettings
+from tcl.workloads.settings import WorkloadSettings
 
-SECTION_SETTINGS = {"compute": [ComputeSettings], "validate": [ValidateConfig], "split": [SplitSettings],
+SECTION_SETTINGS = {"workloads": [WorkloadSettings], "ingest": [IngestSettings],
+                    "tuning_ingest": [TuningIngestSettings], "features": [FeatureSettings],
+                    "compute": [ComputeSettings], "validate": [ValidateConfig], "split": [SplitSettings],
                     "train": [TrainConfig, EvalSettings], "sampling": [SamplingSettings],
                     "transfer": [TransferSettings],
                     "tune": [SearchSettings, OnlineSettings, DraftSettings, GuardSettings, ControllerSettings]}
@@ -42,6 +50,8 @@ def check_params(params: dict[str, Any]) -> None:
     unknown = [m for m in (params.get("train") or {}).get("models") or [] if m not in MODELS]
     if unknown:
         raise ValueError(f"params.yaml train.models: {unknown} are not cost models; known: {sorted(MODELS)}")
+    check_collect_params(params)  # collect and retest stay mappings (tcl/collect/settings.py says why)
+    check_deploy_keys(params)
     check_tune_params(params)
     check_tracking_params(params)
 

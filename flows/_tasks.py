@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import tcl
+from tcl.deploy import RETRIED_UNITS
 
 # Failures a retry cannot fix: wrong configuration or code.
 NOT_RETRIED = (ValueError, KeyError, TypeError, LookupError, FileNotFoundError, NotImplementedError)
-RETRIED_UNITS = ("measure", "train", "tune")
 
 
 def retry_options(params: dict[str, Any], unit: str) -> dict[str, Any]:

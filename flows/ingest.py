@@ -11,7 +11,7 @@ from prefect import flow, get_run_logger
 
 from tcl.compute import run_units
 from flows._params import load_checked_params
-from tcl.data.ingest import ingest_ansor_dir
+from tcl.data.ingest import IngestSettings, ingest_ansor_dir
 from tcl.data.store import atomic_write_bytes
 from tcl.platforms import get_platform
 
@@ -23,20 +23,20 @@ def ingest_flow(params_path: str = "params.yaml", progress: bool = True) -> dict
     """Ingest `ingest.tenset_dir` for `ingest.platform`; a clean no-op when no directory is set.
     Files run where `compute.runner` says (in this process, or one per Dask task)."""
     params = load_checked_params(params_path)
-    cfg = params.get("ingest") or {}
-    store = Path(cfg.get("store", "data/tenset"))
+    cfg = IngestSettings.from_params(params)
+    store = Path(cfg.store)
     store.mkdir(parents=True, exist_ok=True)  # the stage's output exists even when there is nothing to do
     logger = get_run_logger()
-    if not cfg.get("tenset_dir"):
+    if not cfg.tenset_dir:
         logger.info("ingest.tenset_dir is not set in %s: nothing to ingest, skipping", params_path)
         result = {"skipped": True, "reason": "ingest.tenset_dir is empty"}
     else:
-        platform = get_platform(params, cfg["platform"]).name  # must be a declared platform
+        platform = get_platform(params, cfg.platform).name  # must be a declared platform
         summary = run_units(params, "ingest", lambda units: ingest_ansor_dir(
-            cfg["tenset_dir"], platform=platform, store_root=store,
-            quarantine_dir=cfg.get("quarantine_dir", str(store / "_quarantine")),
-            task_weights_path=cfg.get("task_weights") or None,
-            chunk_size=int(cfg.get("chunk_size", 10_000)), progress=progress, units=units))
+            cfg.tenset_dir, platform=platform, store_root=store,
+            quarantine_dir=cfg.quarantine_dir or str(store / "_quarantine"),
+            task_weights_path=cfg.task_weights or None,
+            chunk_size=int(cfg.chunk_size), progress=progress, units=units))
         logger.info("platform %s: %d files, %d skipped (already ingested), %d ingested now with %d records; "
                     "%d lines quarantined (%s); %d records in store",
                     platform, summary.files, summary.skipped, summary.ingested, summary.records_now,

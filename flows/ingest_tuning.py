@@ -12,7 +12,7 @@ from prefect import flow, get_run_logger
 
 from flows._params import load_checked_params
 from tcl.data.store import atomic_write_bytes
-from tcl.data.tuning_dbs import ingest_tuning_databases
+from tcl.data.tuning_dbs import TuningIngestSettings, ingest_tuning_databases
 from tcl.tracking.headline import write_headline
 
 REPORT = Path("reports/tuning_ingest.json")  # a metric, not in the store: a rerun that finds nothing new changes no data
@@ -22,12 +22,11 @@ REPORT = Path("reports/tuning_ingest.json")  # a metric, not in the store: a rer
 def ingest_tuning_flow(params_path: str = "params.yaml") -> list[dict]:
     """Every database under `tuning_ingest.sources`, as records of its platform, into `tuning_ingest.store`."""
     params = load_checked_params(params_path)
-    cfg = params.get("tuning_ingest") or {}
-    store = Path(cfg.get("store", "data/tuning"))
+    cfg = TuningIngestSettings.from_params(params)
+    store = Path(cfg.store)
     store.mkdir(parents=True, exist_ok=True)  # the stage's output exists even with no sources
-    summaries = ingest_tuning_databases(
-        params, store_root=store, known_roots=list(cfg.get("known_stores", ["data/records", "data/tenset"])),
-        quarantine_dir=cfg.get("quarantine_dir", "data/quarantine"), chunk_size=int(cfg.get("chunk_size", 10_000)))
+    summaries = ingest_tuning_databases(params, store_root=store, known_roots=list(cfg.known_stores),
+                                        quarantine_dir=cfg.quarantine_dir, chunk_size=int(cfg.chunk_size))
     logger = get_run_logger()
     for s in summaries:
         logger.info("platform %s: %d databases (%d unchanged), %d ingested now: %d records, %d already known, "

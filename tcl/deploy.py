@@ -42,6 +42,23 @@ FLOWS = {
                             "platforms, committed and pushed every 20 minutes"},
 }
 OPTIONAL = {"grow"}  # sections a params.yaml may leave out
+RETRIED_UNITS = ("measure", "train", "tune")  # deploy.retries: Prefect task retries of these units (flows/_tasks.py)
+
+
+def check_deploy_keys(params: dict[str, Any]) -> None:
+    """Unknown keys of `deploy:` fail when params load (the schedules themselves are checked when
+    prefect.yaml is written: `deployments`)."""
+    from .config import check_keys
+
+    deploy = params.get("deploy")
+    if not isinstance(deploy, dict):
+        return
+    check_keys(deploy, ("timezone", "active", "retries", *FLOWS), "deploy")
+    for kind in FLOWS:
+        if isinstance(deploy.get(kind), dict):
+            check_keys(deploy[kind], ("cron", "pools"), f"deploy.{kind}")
+    if isinstance(deploy.get("retries"), dict):
+        check_keys(deploy["retries"], (*RETRIED_UNITS, "delay_s"), "deploy.retries")
 PULL_STEP = "tcl.deploy.enter_checkout"
 CHECKOUT_ENV = "TCL_CHECKOUT"
 
@@ -69,6 +86,7 @@ def deployments(params: dict[str, Any]) -> list[dict[str, Any]]:
     deploy = params.get("deploy")
     if not isinstance(deploy, dict):
         raise ValueError("params.yaml: no `deploy:` section (the Prefect deployments' pools and schedules)")
+    check_deploy_keys(params)
     declared = set(params.get("platforms") or {})
     trained = set((params.get("train") or {}).get("platforms") or [])
     timezone = str(deploy.get("timezone", "UTC"))

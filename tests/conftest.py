@@ -57,6 +57,15 @@ def pytest_runtest_setup(item):
     _lane_pinned.append(lane_of(item))
 
 
+@pytest.fixture(autouse=True)
+def keeps_the_process_cores():
+    """No test may leave this process pinned: code that pins itself (the collector's search core) must
+    give the cores back, or every later test of the run has one core (and a lane shares the other's)."""
+    before = os.sched_getaffinity(0)
+    yield
+    assert os.sched_getaffinity(0) == before, "a test left this process pinned to other cores"
+
+
 def toy_matmul_task(n: int = 16, network: str = "toy"):
     """A real (tiny) MetaSchedule task: an n x n x n matmul, shaped like `tcl.workloads.Task`."""
     import tvm

@@ -91,7 +91,7 @@ def _load_or_clear_error(blob: bytes, suffix: str) -> str:
         path = Path(tmp) / f"damaged{suffix}"
         path.write_bytes(blob)
         try:
-            net = load_network(str(path), {})
+            net = load_network(str(path))
         except NetworkFileError as err:
             assert str(path) in str(err), str(err)
             _CHECKED[key] = "refused"

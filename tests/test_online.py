@@ -145,10 +145,11 @@ def test_cost_model_names_parse_and_fail_early():
 def test_search_settings_reach_metaschedule(params, host_platform, tmp_path):
     from tcl.tvm.tuning import SearchSettings, tune_contexts
     from tcl.workloads import fuse_for_tuning, load_network
+    from tcl.workloads.settings import WorkloadSettings
 
     search = SearchSettings.from_params({"tune": {"search": {"population": 96, "eps_greedy": 0.25,
                                                              "genetic_iters": 2}}})
-    net = load_network("tiny_cnn", params["workloads"])
+    net = load_network("tiny_cnn", WorkloadSettings.from_params(params))
     contexts, _ = tune_contexts(fuse_for_tuning(net.relax_mod, host_platform.tvm_target()), host_platform,
                                 tmp_path, seed=0, search=search)
     assert contexts

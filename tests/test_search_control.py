@@ -32,8 +32,9 @@ def test_controller_settings_are_strict():
 @pytest.fixture(scope="module")
 def tiny_cnn(params, host_platform):
     from tcl.workloads import fuse_for_tuning, load_network
+    from tcl.workloads.settings import WorkloadSettings
 
-    net = load_network("tiny_cnn", params["workloads"])
+    net = load_network("tiny_cnn", WorkloadSettings.from_params(params))
     return fuse_for_tuning(net.relax_mod, host_platform.tvm_target())
 
 

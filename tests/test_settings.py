@@ -38,11 +38,37 @@ def _with(params, dotted: str, value):
 
 @pytest.mark.parametrize("dotted", ["train.epochz", "train.eval.bootstrapp", "sampling.ratee", "transfer.orderr",
                                     "tune.search.populationn", "tune.online.stepz", "tune.draft.verifyy",
-                                    "tune.guard.windoww", "tune.controller.windoww", "compute.workerz", "tune.trails", "validate.max_failed_shares", "tracking.experiments", "registry.prefx", "split.holdout"])
+                                    "tune.guard.windoww", "tune.controller.windoww", "compute.workerz", "tune.trails", "validate.max_failed_shares", "tracking.experiments", "registry.prefx", "split.holdout",
+                                    "collect.pool_sise", "collect.runner.repeats", "collect.runner.rpc.trackr",
+                                    "collect.builder.timeout", "retest.fractions", "workloads.image_sise",
+                                    "ingest.tenset_dirr", "tuning_ingest.sourcess", "features.cpu.rowz",
+                                    "features.hardware_scale", "deploy.timezon", "deploy.pipeline.crons",
+                                    "deploy.retries.measur"])
 def test_an_unknown_key_in_any_checked_section_fails_naming_it(params, dotted):
     bad = _with(params, dotted, 1)
     with pytest.raises(ValueError, match=dotted.split(".")[-1]):
         check_params(bad)
+
+
+@pytest.mark.parametrize("dotted, value, message", [
+    ("retest.fraction", 0, r"retest.fraction.*\(0, 1\]"), ("workloads.image_size", -1, "positive integers"),
+    ("ingest.tenset_dir", "some/dir", "ingest.platform: required"),
+    ("collect.runner", "fast", "collect.runner: expected a mapping")])
+def test_a_bad_value_fails_at_load_naming_the_field(params, dotted, value, message):
+    with pytest.raises(ValueError, match=message):
+        check_params(_with(params, dotted, value))
+
+
+def test_retest_may_override_what_collect_sets(params):
+    check_params(_with(params, "retest.batch_size", 4))
+
+
+def test_a_built_in_network_is_built_at_the_workloads_shapes(params):
+    from tcl.workloads import load_network
+    from tcl.workloads.settings import WorkloadSettings
+
+    shapes = WorkloadSettings.from_params(_with(params, "workloads.image_size", 24))
+    assert tuple(load_network("tiny_cnn", shapes).inputs[0].shape) == (1, 3, 24, 24)
 
 
 def test_a_misspelled_cost_model_fails_at_load_listing_the_valid_names(params, tmp_path):

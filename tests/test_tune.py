@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tcl.workloads import load_network
+from tcl.workloads.settings import WorkloadSettings
 
 from tiny_net import TinyNet
 
@@ -34,14 +35,14 @@ def user_network(tmp_path_factory):
 
 
 def test_a_user_network_file_is_loaded_with_its_example_inputs(user_network):
-    net = load_network(str(user_network), {})
+    net = load_network(str(user_network))
     assert net.name == "tiny_user_net" and net.inputs[0].shape == (1, 3, 8, 8)
     assert net.reference(*net.inputs).shape == (1, 5)
     assert "main" in [gv.name_hint for gv in net.relax_mod.functions]
 
 
 def test_an_onnx_file_is_imported_and_checked_against_onnx_runtime(onnx_network):
-    net = load_network(str(onnx_network), {})
+    net = load_network(str(onnx_network))
     assert net.name == "tiny_onnx_net" and net.reference_kind == "ONNX Runtime"
     assert net.inputs[0].shape == (1, 3, 8, 8) and net.inputs[0].dtype == torch.float32
     (out,) = net.reference(*net.inputs)
@@ -53,7 +54,7 @@ def test_an_onnx_file_is_imported_and_checked_against_onnx_runtime(onnx_network)
 def test_an_onnx_file_with_a_dynamic_shape_is_refused_by_input_name(tmp_path):
     path = _export_onnx(tmp_path / "dyn.onnx", dynamic_batch=True)
     with pytest.raises(ValueError, match=r"dyn.onnx: input 'image' has shape \['batch', 3, 8, 8\]"):
-        load_network(str(path), {})
+        load_network(str(path))
 
 
 @pytest.mark.parametrize("name, content, message", [
@@ -68,7 +69,7 @@ def test_unusable_network_files_get_one_clear_error(tmp_path, name, content, mes
     if content is not None:
         path.write_bytes(content)
     with pytest.raises((ValueError, FileNotFoundError), match=message) as err:
-        load_network(str(path), {})
+        load_network(str(path))
     assert name.split(".")[0] in str(err.value)
 
 
@@ -83,7 +84,7 @@ def test_user_network_is_tuned_from_scratch_and_its_library_runs(user_network, t
 
     def tune():
         return tune_side_by_side(str(user_network), host_platform, {"random": lambda: ms.cost_model.RandomModel(seed=0)},
-                                 trials=4, work_root=tmp_path, seed=0, workload_cfg={}, num_trials_per_iter=2,
+                                 trials=4, work_root=tmp_path, seed=0, num_trials_per_iter=2,
                                  runner_cfg={"number": 1, "repeat": 1})
 
     (first,) = tune()
@@ -107,7 +108,7 @@ def test_user_network_is_tuned_from_scratch_and_its_library_runs(user_network, t
     # the tuning benchmark times every saved library again, interleaved with the reference
     from benchmarks import bench_tune
 
-    tuned, reference_ms = bench_tune.retime(str(user_network), {}, host_platform,
+    tuned, reference_ms = bench_tune.retime(str(user_network), WorkloadSettings(), host_platform,
                                             {(0, "random"): library, (1, "random"): library}, rounds=2)
     assert set(tuned) == {(0, "random"), (1, "random")}
     assert all(0 < ms < 1e3 for ms in tuned.values()) and 0 < reference_ms < 1e3
@@ -130,7 +131,7 @@ def test_learned_models_get_their_own_trials_per_round(user_network, tmp_path, h
 
     factories = {name: (lambda: ms.cost_model.RandomModel(seed=0)) for name in ("one", "two")}
     runs = tune_side_by_side(str(user_network), host_platform, factories, trials=6, work_root=tmp_path, seed=0,
-                             workload_cfg={}, num_trials_per_iter={"one": 1, "two": 2},
+                             num_trials_per_iter={"one": 1, "two": 2},
                              runner_cfg={"number": 1, "repeat": 1})
     first = {run.name: next(p.trial for p in run.result.curve if p.estimated_latency == p.estimated_latency)
              for run in runs}
@@ -145,7 +146,7 @@ def test_an_onnx_network_is_tuned_and_matches_onnx_runtime(onnx_network, tmp_pat
     from tcl.tvm.compare import comparison_table, tune_side_by_side
 
     (run,) = tune_side_by_side(str(onnx_network), host_platform, {"random": lambda: ms.cost_model.RandomModel(seed=0)},
-                               trials=4, work_root=tmp_path, seed=0, workload_cfg={}, num_trials_per_iter=2,
+                               trials=4, work_root=tmp_path, seed=0, num_trials_per_iter=2,
                                runner_cfg={"number": 1, "repeat": 1})
     assert run.e2e.max_abs_diff < 1e-4 and (tmp_path / "random" / "tiny_onnx_net.so").exists()
     (row,) = comparison_table([run], "random")

@@ -31,7 +31,7 @@ from ..data.store import RecordStore
 from ..platforms import Platform, get_platform, host_mismatch, require_device
 from .candidates import CandidateSource, trace_json
 from .catalog import task_catalog, tier_pool_size
-from .measure import LocalMeasurer, make_measurer, pin_to_cpus
+from .measure import LocalMeasurer, make_measurer, pinned_to
 from .remote import measure_mode, remote_board
 from .replay import replay_candidates
 from .runner_log import note_runner
@@ -216,8 +216,8 @@ def collect_pools(params: dict[str, Any], store: RecordStore, progress: bool = T
             else:
                 require_device(p)
             here.append(p)
-    with store.exclusive_writer("collect"):
-        pin_to_cpus(tuple(cfg.get("search_cpus") or ()))  # the search stays off the measurement cores
+    # the search stays off the measurement cores
+    with store.exclusive_writer("collect"), pinned_to(tuple(cfg.get("search_cpus") or ())):
         catalog = task_catalog(store, source.name, cfg, source.tvm_target(), source.target_json,
                                batch=int(params.get("workloads", {}).get("batch", 1)))
         if int(cfg.get("max_tasks") or 0):  # a prefix of the catalog: every network, fewer tasks each

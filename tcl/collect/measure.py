@@ -9,6 +9,7 @@ see remote.py); the collector, active sampling and tuning all get their measurer
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import warnings
@@ -31,6 +32,18 @@ def pin_to_cpus(cpus: tuple[int, ...] | None) -> None:
         warnings.warn(f"cores {list(cpus)} do not exist on this machine ({os.cpu_count()} cores); not pinning")
     if usable:
         os.sched_setaffinity(0, usable)
+
+
+@contextlib.contextmanager
+def pinned_to(cpus: tuple[int, ...] | None):
+    """`pin_to_cpus` for a block: the caller gets its cores back afterwards, so a test run or a
+    notebook that collects in-process is not left on the search core for everything it does next."""
+    before = os.sched_getaffinity(0)
+    pin_to_cpus(cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def builder_worker_init(cpus: tuple[int, ...] | None = None) -> None:

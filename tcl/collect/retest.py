@@ -63,14 +63,13 @@ def retest_stage(params: dict[str, Any], store_root: str = "data/records", retes
 
     from ..platforms import get_platform, host_mismatch
     from .collector import LazyMeasurers
-    from .measure import pin_to_cpus
+    from .measure import pinned_to
 
     cfg = dict(params["collect"], **params["retest"])
-    pin_to_cpus(tuple(cfg.get("search_cpus") or ()))
     store, retest = RecordStore(store_root), RecordStore(retest_root)
     measurers = LazyMeasurers(cfg)
     out: dict[str, dict] = {}
-    with retest.exclusive_writer("retest"):
+    with retest.exclusive_writer("retest"), pinned_to(tuple(cfg.get("search_cpus") or ())):
         for name in params["collect"]["platforms"]:
             platform = get_platform(params, name)
             reason = host_mismatch(platform)

@@ -48,6 +48,29 @@ log = logging.getLogger(__name__)
 MANIFEST = "_ingest_manifest.json"
 
 
+@dataclass(frozen=True)
+class IngestSettings:
+    """`ingest:` of params.yaml: which Tenset directory, measured on which declared platform."""
+
+    tenset_dir: str | None = None       # null: the stage is a clean no-op
+    platform: str | None = None         # required with tenset_dir
+    task_weights: Any = None            # see params.yaml; None: the *.task.pkl files in tenset_dir
+    store: str = "data/tenset"
+    quarantine_dir: str | None = None   # None: <store>/_quarantine
+    chunk_size: int = 10_000
+
+    def __post_init__(self):
+        if self.tenset_dir and not self.platform:
+            raise ValueError("params.yaml ingest.platform: required with ingest.tenset_dir (the platforms: entry "
+                             "the logs were measured on)")
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> "IngestSettings":
+        from ..config import settings_from
+
+        return settings_from(cls, params.get("ingest"), "ingest")
+
+
 @dataclass
 class IngestSummary:
     platform: str

@@ -57,6 +57,23 @@ class TuningSource:
     network: str
 
 
+@dataclass(frozen=True)
+class TuningIngestSettings:
+    """`tuning_ingest:` of params.yaml (the sources are parsed by `parse_sources`)."""
+
+    sources: list = field(default_factory=list)  # {path, platform, network} entries
+    store: str = "data/tuning"
+    known_stores: list = field(default_factory=lambda: ["data/records", "data/tenset"])  # filed there: skipped
+    quarantine_dir: str = "data/quarantine"
+    chunk_size: int = 10_000
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> "TuningIngestSettings":
+        from ..config import settings_from
+
+        return settings_from(cls, params.get("tuning_ingest"), "tuning_ingest")
+
+
 @dataclass
 class TuningIngestSummary:
     platform: str
@@ -72,8 +89,7 @@ class TuningIngestSummary:
 
 def parse_sources(params: dict[str, Any]) -> list[TuningSource]:
     """`tuning_ingest.sources` checked against `platforms:`; errors name the entry and the field."""
-    cfg = params.get("tuning_ingest") or {}
-    entries = cfg.get("sources") or []
+    entries = TuningIngestSettings.from_params(params).sources or []
     if not isinstance(entries, list):
         raise ValueError("params.yaml: tuning_ingest.sources: expected a list of {path, platform, network}")
     platforms = load_platforms(params)

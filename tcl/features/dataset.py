@@ -27,6 +27,7 @@ from ..compute import ComputeSettings, Units, serial_units
 from ..data.splits import SPLITS, SplitSettings, add_labels, task_networks_of, task_splits
 from ..data.store import atomic_write_bytes, atomic_write_npz
 from ..platforms import Platform, load_platforms
+from .settings import FeatureSettings
 from .tokenizer import Tokenizer, sequence_stats
 
 ARRAY_FIELDS = ("x", "label", "group", "task_key", "program_id", "network", "op_type", "task_weight", "mean_sec")
@@ -77,7 +78,7 @@ def hardware_scale_specs(params: dict[str, Any], kind: str) -> list[list[float]]
     a platform declared later does not rescale every trained model's input), or every declared platform of
     `kind` when that is null."""
     declared = load_platforms(params)
-    names = (params.get("features") or {}).get("hardware_scale_platforms")
+    names = FeatureSettings.from_params(params).hardware_scale_platforms
     if names is None:
         return [p.spec_vector for p in declared.values() if p.kind == kind]
     unknown = [n for n in names if n not in declared]
@@ -108,7 +109,7 @@ def featurize_platforms(platforms: list[Platform], params: dict[str, Any], valid
     if not train_steps:
         raise ValueError(f"{validated_root}: no training records after holding out "
                          f"{list(SplitSettings.from_params(params).holdout_networks)}; collect more networks")
-    tokenizer = Tokenizer.for_kind(kind, **params.get("features", {}).get(kind, {}))
+    tokenizer = Tokenizer.for_kind(kind, **FeatureSettings.from_params(params).tokenizer_args(kind))
     tokenizer.fit(train_steps, hardware_scale_specs(params, kind))
     chunk_rows = ComputeSettings.from_params(params).chunk_rows
     out = Path(out_root)

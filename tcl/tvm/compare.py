@@ -60,23 +60,24 @@ def comparison_table(runs: list[ModelRun], baseline: str) -> list[dict[str, Any]
 
 
 def tune_side_by_side(network: str, platform, cost_models: dict[str, Callable[[], Any]], *, trials: int,
-                      work_root: str | Path, seed: int, workload_cfg: dict[str, Any],
+                      work_root: str | Path, seed: int,
                       num_trials_per_iter: int | dict[str, int], runner_cfg: dict | None = None, resume: bool = False,
                       on_run: Callable[[ModelRun], None] | None = None, params: dict[str, Any] | None = None
                       ) -> list[ModelRun]:
     """Tune `network` (a built-in name, a .pt2 or an .onnx file) once per cost model (each factory builds a fresh
     model); compile and check each. `<work_root>/<model>/` keeps its tuning database and the compiled
     library `<network>.so`. `num_trials_per_iter` is one for all or one per cost model. `params` gives
-    the search's settings (tune.search, tune.draft, tune.controller, tune.guard, tune.psa); without it
-    MetaSchedule's defaults, no drafting, no controller, no guard."""
+    the search's settings (tune.search, tune.draft, tune.controller, tune.guard, tune.psa) and a built-in
+    network's shapes (workloads); without it MetaSchedule's defaults, no drafting, no controller, no guard."""
     from ..workloads import fuse_for_tuning, load_network
+    from ..workloads.settings import WorkloadSettings
     from .e2e import compile_and_check, reference_latency_ms
     from .controller import ControllerSettings
     from .draft import DraftSettings
     from .guard import GuardSettings
     from .tuning import SearchSettings, tune_network
 
-    net = load_network(network, workload_cfg)
+    net = load_network(network, WorkloadSettings.from_params(params or {}))
     fused = fuse_for_tuning(net.relax_mod, platform.tvm_target())
     reference_ms = reference_latency_ms(net.reference, net.inputs, platform.threads)  # the same for every model
     runs = []

@@ -145,7 +145,7 @@ def run_tuning_stage(platform: Platform, params: dict[str, Any], out_dir: str | 
 
         runs = tune_side_by_side(str(cfg["network"]), platform, factories, trials=int(cfg["trials"]),
                                  work_root=out / platform.name,
-                                 seed=int(params.get("seed", 0)), workload_cfg=params.get("workloads", {}),
+                                 seed=int(params.get("seed", 0)),
                                  num_trials_per_iter=per_iter,
                                  runner_cfg=params["collect"].get("runner"), on_run=track,
                                  params=params)

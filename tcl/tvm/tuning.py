@@ -99,6 +99,11 @@ def tune_contexts(relax_mod, platform, work_dir: str | Path, seed: int, search: 
     tasks' weights."""
     from tvm.s_tir import meta_schedule as ms
 
+    # MetaSchedule's per-task logger set-up formats the name of every handler on its logger and crashes on
+    # an unnamed one (seen under pytest after a few tuning runs); its dictConfig would drop it anyway.
+    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    for handler in [h for h in ms_logger.handlers if h.get_name() is None]:
+        ms_logger.removeHandler(handler)
     extracted = ms.relax_integration.extract_tasks(relax_mod, platform.tvm_target())
     if not extracted:
         raise RuntimeError(f"{network}: no tunable tasks on {platform.name}")
@@ -141,12 +146,7 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     load_tensor_intrinsics()  # the space generator imports them: seconds this way, minutes under Prefect+MLflow
 
     # MetaSchedule prints a task table per batch; it stays in <work_dir>/logs, the bar shows progress.
-    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
-    ms_logger.setLevel(logging.WARNING)
-    # Its logger set-up formats the name of every handler on this logger and crashes on an unnamed
-    # one (seen under pytest after a few tuning runs); its dictConfig would drop such a handler anyway.
-    for handler in [h for h in ms_logger.handlers if h.get_name() is None]:
-        ms_logger.removeHandler(handler)
+    logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
     work_dir = Path(work_dir)
     if not resume:
         shutil.rmtree(work_dir, ignore_errors=True)

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from .networks import NETWORKS, build_network
 from .relax_import import exported_to_relax, to_relax
+from .settings import WorkloadSettings
 
 
 class NetworkFileError(ValueError):
@@ -33,12 +34,12 @@ class Network:
     reference_kind: str = "PyTorch eager"
 
 
-def load_network(spec: str, workload_cfg: dict[str, Any]) -> Network:
-    """`spec` is a built-in network name or a path to a `.pt2` or `.onnx` file; a clear error otherwise."""
+def load_network(spec: str, shapes: WorkloadSettings = WorkloadSettings()) -> Network:
+    """`spec` is a built-in network name (built at `shapes`) or a path to a `.pt2` or `.onnx` file;
+    a clear error otherwise."""
     if spec in NETWORKS:
-        model, inputs = build_network(spec, batch=int(workload_cfg.get("batch", 1)),
-                                      image_size=int(workload_cfg.get("image_size", 32)),
-                                      seq_len=int(workload_cfg.get("seq_len", 16)))
+        model, inputs = build_network(spec, batch=shapes.batch, image_size=shapes.image_size,
+                                      seq_len=shapes.seq_len)
         return Network(spec, model, inputs, to_relax(model, inputs))
     path = Path(spec)
     if path.suffix not in (".pt2", ".onnx"):
