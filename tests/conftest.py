@@ -32,6 +32,9 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 
 REPO = Path(__file__).resolve().parent.parent
+# `tune.search` for tests that tune a tiny network: MetaSchedule's default search (a population of 512 evolved
+# for 4 generations per round) is most of a 16-trial tuning's time here; the search code is the same.
+TINY_SEARCH = {"population": 32, "genetic_iters": 1}
 FIXTURES = REPO / "tests" / "fixtures"
 
 

@@ -38,7 +38,9 @@ def _with(params, dotted: str, value):
 
 @pytest.mark.parametrize("dotted", ["train.epochz", "train.eval.bootstrapp", "sampling.ratee", "transfer.orderr",
                                     "tune.search.populationn", "tune.online.stepz", "tune.draft.verifyy",
-                                    "tune.guard.windoww", "tune.controller.windoww", "compute.workerz", "tune.trails", "validate.max_failed_shares", "tracking.experiments", "registry.prefx", "split.holdout",
+                                    "tune.guard.windoww", "tune.controller.windoww", "compute.workerz", "tune.trails",
+                                    "validate.max_failed_shares", "tracking.experiments", "registry.prefx",
+                                    "split.holdout",
                                     "collect.pool_sise", "collect.runner.repeats", "collect.runner.rpc.trackr",
                                     "collect.builder.timeout", "retest.fractions", "workloads.image_sise",
                                     "ingest.tenset_dirr", "tuning_ingest.sourcess", "features.cpu.rowz",

@@ -11,6 +11,7 @@ import torch
 from tcl.workloads import load_network
 from tcl.workloads.settings import WorkloadSettings
 
+from conftest import TINY_SEARCH
 from tiny_net import TinyNet
 
 
@@ -85,7 +86,7 @@ def test_user_network_is_tuned_from_scratch_and_its_library_runs(user_network, t
     def tune():
         return tune_side_by_side(str(user_network), host_platform, {"random": lambda: ms.cost_model.RandomModel(seed=0)},
                                  trials=4, work_root=tmp_path, seed=0, num_trials_per_iter=2,
-                                 runner_cfg={"number": 1, "repeat": 1})
+                                 runner_cfg={"number": 1, "repeat": 1}, params={"tune": {"search": TINY_SEARCH}})
 
     (first,) = tune()
     (run,) = tune()
@@ -132,7 +133,7 @@ def test_learned_models_get_their_own_trials_per_round(user_network, tmp_path, h
     factories = {name: (lambda: ms.cost_model.RandomModel(seed=0)) for name in ("one", "two")}
     runs = tune_side_by_side(str(user_network), host_platform, factories, trials=6, work_root=tmp_path, seed=0,
                              num_trials_per_iter={"one": 1, "two": 2},
-                             runner_cfg={"number": 1, "repeat": 1})
+                             runner_cfg={"number": 1, "repeat": 1}, params={"tune": {"search": TINY_SEARCH}})
     first = {run.name: next(p.trial for p in run.result.curve if p.estimated_latency == p.estimated_latency)
              for run in runs}
     tasks = first["one"]
@@ -147,7 +148,7 @@ def test_an_onnx_network_is_tuned_and_matches_onnx_runtime(onnx_network, tmp_pat
 
     (run,) = tune_side_by_side(str(onnx_network), host_platform, {"random": lambda: ms.cost_model.RandomModel(seed=0)},
                                trials=4, work_root=tmp_path, seed=0, num_trials_per_iter=2,
-                               runner_cfg={"number": 1, "repeat": 1})
+                               runner_cfg={"number": 1, "repeat": 1}, params={"tune": {"search": TINY_SEARCH}})
     assert run.e2e.max_abs_diff < 1e-4 and (tmp_path / "random" / "tiny_onnx_net.so").exists()
     (row,) = comparison_table([run], "random")
     assert row["reference"] == "ONNX Runtime" and row["reference_ms"] > 0
