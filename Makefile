@@ -40,9 +40,9 @@ collect: setup
 	     echo "make collect: started (pid $$!), log $$log; stop it with: kill -- -$$!"; }
 
 # TEST_WORKERS=2: two pytest-xdist workers (tests/conftest.py), the whole-pipeline test in one, the rest in
-# the other, a core each. Not the default: timed on a clean clone (2 vCPUs) it took 37.8 min (2265 s, green)
-# against one process's 32.9 min in CI (1975 s): the pipeline test alone takes 25.5 min in its lane, its
-# builders and the other lane's share both cores.
+# the other, a core each. Not the default: timed on a clean clone (2 vCPUs) it took 37.8 min against one
+# process's 32.9 min, when the collector left its caller pinned to one core and tests tuned with MetaSchedule's
+# full search; one process now takes 23.1 min there (1388 s), two lanes were not timed again.
 TEST_WORKERS ?= 0
 # tests/test_servers.py opens MLflow's UI in headless Chromium (Debian's package; CI runs this as root).
 test: setup
