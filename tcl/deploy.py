@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from .config import REPO_ROOT, load_params
+from .config import REPO_ROOT, check_keys, load_params
 
 HEADER = """\
 # Written by `python -m tcl.deploy` from params.yaml (section `deploy:`): edit that, then rerun it.
@@ -43,13 +43,13 @@ FLOWS = {
 }
 OPTIONAL = {"grow"}  # sections a params.yaml may leave out
 RETRIED_UNITS = ("measure", "train", "tune")  # deploy.retries: Prefect task retries of these units (flows/_tasks.py)
+PULL_STEP = "tcl.deploy.enter_checkout"
+CHECKOUT_ENV = "TCL_CHECKOUT"
 
 
 def check_deploy_keys(params: dict[str, Any]) -> None:
     """Unknown keys of `deploy:` fail when params load (the schedules themselves are checked when
     prefect.yaml is written: `deployments`)."""
-    from .config import check_keys
-
     deploy = params.get("deploy")
     if not isinstance(deploy, dict):
         return
@@ -59,8 +59,6 @@ def check_deploy_keys(params: dict[str, Any]) -> None:
             check_keys(deploy[kind], ("cron", "pools"), f"deploy.{kind}")
     if isinstance(deploy.get("retries"), dict):
         check_keys(deploy["retries"], (*RETRIED_UNITS, "delay_s"), "deploy.retries")
-PULL_STEP = "tcl.deploy.enter_checkout"
-CHECKOUT_ENV = "TCL_CHECKOUT"
 
 
 def _section(params: dict[str, Any], key: str) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from ..data.metaschedule import trace_to_steps
 from ..data.schema import make_record_id, records_to_table, summarize_times
 from ..data.store import RecordStore
 from ..platforms import Platform, get_platform, host_mismatch, require_device
+from ..workloads.settings import WorkloadSettings
 from .candidates import CandidateSource, trace_json
 from .catalog import task_catalog, tier_pool_size
 from .measure import LocalMeasurer, make_measurer, pinned_to
@@ -219,7 +220,7 @@ def collect_pools(params: dict[str, Any], store: RecordStore, progress: bool = T
     # the search stays off the measurement cores
     with store.exclusive_writer("collect"), pinned_to(tuple(cfg.get("search_cpus") or ())):
         catalog = task_catalog(store, source.name, cfg, source.tvm_target(), source.target_json,
-                               batch=int(params.get("workloads", {}).get("batch", 1)))
+                               batch=WorkloadSettings.from_params(params).batch)
         if int(cfg.get("max_tasks") or 0):  # a prefix of the catalog: every network, fewer tasks each
             catalog = catalog[: int(cfg["max_tasks"])]
         for p in others:  # every platform's partition describes the same tasks

@@ -38,6 +38,7 @@ import pyarrow as pa
 from tqdm.auto import tqdm
 
 from tcl.compute import Units, serial_units
+from tcl.config import settings_from
 from tcl.data.ansor import read_ansor_log, task_key_of
 from tcl.data.quarantine import Quarantine
 from tcl.data.store import RecordStore, atomic_write_bytes
@@ -66,8 +67,6 @@ class IngestSettings:
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "IngestSettings":
-        from ..config import settings_from
-
         return settings_from(cls, params.get("ingest"), "ingest")
 
 

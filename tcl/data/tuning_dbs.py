@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..config import settings_from
 from ..platforms import Platform, load_platforms
 from .ingest import _is_done, _purge_quarantine, _remove_parts, _write_manifest, file_id, read_manifest, sha1_of
 from .ms_database import RECORD_FILE, WORKLOAD_FILE, read_ms_database
@@ -69,8 +70,6 @@ class TuningIngestSettings:
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "TuningIngestSettings":
-        from ..config import settings_from
-
         return settings_from(cls, params.get("tuning_ingest"), "tuning_ingest")
 
 
