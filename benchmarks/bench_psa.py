@@ -2,11 +2,11 @@
 
 For each platform, every test-split program's schedule is rebuilt from its trace (as
 tcl.features.per_store does) and PSA estimates its latency. Printed and written to
-reports/psa/<platform>.json + .md: pairwise accuracy and top-1 / top-5 (TCL eq. 12, as
+reports/psa/<platform>.json + .md (with --update-report; tmp/bench/psa/ otherwise): pairwise accuracy and top-1 / top-5 (TCL eq. 12, as
 tcl.train.evaluate computes them) for PSA and for a random scorer (20 seeds), and the recall of
 each task's true top-5 programs within PSA's top 512 and top 25% (the share a draft hands on).
 
-    taskset -c 0 python benchmarks/bench_psa.py --platforms zen4-avx512-1c [--max-tasks 40]
+    taskset -c 0 python benchmarks/bench_psa.py --platforms zen4-avx512-1c [--max-tasks 40] [--update-report]
 """
 
 from __future__ import annotations
@@ -111,20 +111,20 @@ def table_lines(results: list[dict]) -> list[str]:
 
 
 def main(argv=None) -> None:
-    from benchmarks._out import provenance, provenance_line
+    from benchmarks._out import add_out_args, out_path, provenance, provenance_line
     from tcl.config import load_params
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--platforms", nargs="+", default=["zen4-avx512-1c"])
     ap.add_argument("--max-tasks", type=int, default=0, help="first N test tasks only (0 = all)")
-    ap.add_argument("--out", default=str(REPO / "reports" / "psa"))
+    add_out_args(ap, "reports/psa")
     args = ap.parse_args(argv)
     params = load_params(REPO / "params.yaml")
     prov = provenance(__file__, argv)  # the data as locked when the run starts
     results = [evaluate(p, params, args.max_tasks) for p in args.platforms]
     lines = table_lines(results)
     print("\n".join(lines))
-    out = Path(args.out)
+    out = out_path(args, "reports/psa")
     out.mkdir(parents=True, exist_ok=True)
     for r in results:
         r.update(prov)
