@@ -9,6 +9,7 @@ on): the caller scores the chosen recipe on it once, next to the default recipe
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -85,8 +86,6 @@ def search_recipe(model_name: str, params: dict[str, Any], train: dict[str, np.n
                   threads: int | None = None, log: Callable[[str], None] = print) -> list[Trial]:
     """`trials` recipes drawn by Optuna's TPE sampler (seeded), each trained and scored on `validation`;
     every trial is a nested MLflow run (tag stage=recipe) of the run the caller has open."""
-    import time
-
     import optuna
 
     from ..models.base import predict
