@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import tracking
+from ..config import REPO_ROOT, check_keys
 from ..platforms import Platform, load_platforms, require_device
 from .compare import ModelRun, comparison_table, tune_side_by_side
 from .online import OnlineSettings
@@ -33,9 +34,7 @@ def check_tune_params(params: dict[str, Any]) -> None:
     """Unknown `tune:` keys and cost model names that are not TVM's or registered ones fail here, naming
     the valid ones (flows/_params.py calls it when any flow loads params.yaml)."""
     cfg = params.get("tune") or {}
-    unknown = sorted(set(cfg) - set(TUNE_KEYS))
-    if unknown:
-        raise ValueError(f"params.yaml tune: unknown key(s) {unknown}; known: {sorted(TUNE_KEYS)}")
+    check_keys(cfg, TUNE_KEYS, "tune")
     for name in cfg.get("cost_models") or []:
         parse_cost_model(name)
 
@@ -53,7 +52,6 @@ def registered_choice(name: str, platform: Platform, params: dict[str, Any], log
     try:
         choice = select_model(platform, load_platforms(params), prefix, name)
     except LookupError:
-        from ..config import REPO_ROOT
         from ..tracking.hints import committed_names
         from ..records import rebuild_registry
 
