@@ -29,8 +29,9 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN_MODELS = ("tcl", "tlp", "mlp")
-PSF_MODELS = ("tenset_mlp", "xgb")
-LABELS = {"tcl": "TCL-Mamba", "tlp": "TLP", "mlp": "MLP", "tenset_mlp": "Tenset-MLP", "xgb": "XGB"}
+PSF_MODELS = ("tenset_mlp", "xgb", "pacm")  # read TVM's PerStoreFeature (PaCM with its dataflow blocks)
+FEATURES = {"tokens": "tokens", "per_store": "PerStoreFeature", "pacm": "PerStoreFeature + dataflow"}
+LABELS = {"tcl": "TCL-Mamba", "tlp": "TLP", "mlp": "MLP", "tenset_mlp": "Tenset-MLP", "xgb": "XGB", "pacm": "PaCM"}
 METRICS = ("top1_ratio_of_sums", "top1_mean_per_network", "top5_ratio_of_sums", "top5_mean_per_network",
            "pairwise_accuracy")
 
@@ -61,22 +62,24 @@ def pick_eval_split(splits: dict[str, dict]) -> tuple[str, str]:
     return "train", "TRAIN (test and validation are empty: these numbers measure fit, not generalization)"
 
 
-def featurize_rates(table, store_root: Path, platform: str, tokenizer, spec, n: int = 128) -> dict[str, float]:
-    """Candidates/s (1 thread) of our tokenizer vs PerStoreFeature, on the same replayed candidates."""
+def featurize_rates(table, store_root: Path, platform, tokenizer, spec, n: int = 128) -> dict[str, float]:
+    """Candidates/s (1 thread) of our tokenizer vs PerStoreFeature vs PaCM's input, on the same replayed candidates."""
     import tvm
 
     from tcl.features import per_store
+    from tcl.features.dataflow import PacmFeaturizer, platform_levels
 
     rows = table.slice(0, min(n, table.num_rows))
     by_task: dict[tuple[str, str], list[str]] = {}
     for key, target, program in zip(rows.column("task_key").to_pylist(), rows.column("target").to_pylist(),
                                     rows.column("program").to_pylist()):
         by_task.setdefault((key, target), []).append(program)
-    tok_s = psf_s = 0.0
+    tok_s = psf_s = pacm_s = 0.0
     count = 0
     fe = per_store.extractor()
+    pacm = PacmFeaturizer(8, 64, platform_levels(platform))
     for (key, target), programs in by_task.items():
-        path = per_store.workload_dir(store_root, platform) / f"{key}.json"
+        path = per_store.workload_dir(store_root, platform.name) / f"{key}.json"
         if not path.exists():
             continue
         mod = tvm.ir.load_json(path.read_text())
@@ -90,9 +93,13 @@ def featurize_rates(table, store_root: Path, platform: str, tokenizer, spec, n: 
         start = time.perf_counter()
         fe.extract_from(ctx, cands)
         psf_s += time.perf_counter() - start
+        start = time.perf_counter()
+        pacm.featurize_candidates(ctx, cands)
+        pacm_s += time.perf_counter() - start
         count += len(cands)
     return {"tokens": count / tok_s if tok_s else float("nan"),
-            "per_store": count / psf_s if psf_s else float("nan"), "candidates": count}
+            "per_store": count / psf_s if psf_s else float("nan"),
+            "pacm": count / pacm_s if pacm_s else float("nan"), "candidates": count}
 
 
 def train_torch(name: str, x: dict[str, np.ndarray], split_arrays: dict[str, dict], eval_name: str,
@@ -160,7 +167,7 @@ def render(result: dict[str, Any]) -> str:
     if "per_store" in result:
         ps = result["per_store"]
         missing = {k: v["rows"] for k, v in ps["missing"].items()}
-        notes.append(f"PerStoreFeature: up to {ps['max_stores']} stores/program (mean {ps['mean_stores']:.1f}), "
+        notes.append(f"PerStoreFeature: up to {ps['max_rows']} stores/program (mean {ps['mean_rows']:.1f}), "
                      f"rows without features per split {missing} (scored from all-zero input).")
     notes.append("top-k 'sums' = TCL eq. 12 (one ratio over all held-out networks); 'mean/net' = Tenset's mean "
                  "of per-network ratios. Inference: 512-candidate batches, 1 thread, model only; featurize: "
@@ -174,9 +181,10 @@ def run(platform_name: str, params: dict[str, Any], *, epochs: int, seed: int, m
         infer_batch: int = 512, extract_threads: int = 1, log=print) -> dict[str, Any]:
     """Train and score every requested model; returns the result dict (see render())."""
     from tcl.features.dataset import load_split
-    from tcl.features.per_store import default_cache_path, pad_stores, per_store_splits, sum_stores
+    from tcl.features.per_store import default_cache_path, pad_stores, split_features, sum_stores
     from tcl.features.tokenizer import Tokenizer
     from tcl.platforms import get_platform
+    from tcl.train.inputs import model_inputs
     from tcl.train.loop import TrainConfig
 
     unknown = sorted(set(models) - set(TOKEN_MODELS) - set(PSF_MODELS))
@@ -202,12 +210,12 @@ def run(platform_name: str, params: dict[str, Any], *, epochs: int, seed: int, m
     if set(models) & set(PSF_MODELS):
         log("PerStoreFeature: loading/extracting ...")
         try:
-            feats, result["per_store"] = per_store_splits(platform_name, validated, store_root, splits,
+            feats, result["per_store"] = split_features(platform_name, validated, store_root, splits,
                                                           default_cache_path(platform_name, features_root),
                                                           extract_threads)
         except ValueError as e:
             raise SystemExit(str(e)) from None
-        width = result["per_store"]["max_stores"]
+        width = result["per_store"]["max_rows"]
         psf = {"tenset_mlp": {s: pad_stores(f, width) for s, f in feats.items()},
                "xgb": {s: sum_stores(f) for s, f in feats.items()}}
     rates = {}
@@ -217,20 +225,26 @@ def run(platform_name: str, params: dict[str, Any], *, epochs: int, seed: int, m
         from tcl.features.dataset import platform_splits
 
         table = platform_splits({platform_name: pq.read_table(validated)}, params, store_root)[platform_name][eval_name]
-        rates = featurize_rates(table, store_root, platform_name, tokenizer, platform.spec_vector)
+        rates = featurize_rates(table, store_root, platform, tokenizer, platform.spec_vector)
     for name in models:
         log(f"training {LABELS[name]} ...")
         if name == "xgb":
             r = train_xgb(psf["xgb"], splits, eval_name, xgb_rounds, seed, infer_batch)
+        elif name == "pacm":
+            at = dict(params, validate={**(params.get("validate") or {}), "validated_root": str(validated.parent)})
+            pacm_splits, _ = model_inputs(name, platform_name, at, features_dir, splits, store_root, log)
+            pacm_x = {s: a["x"] for s, a in pacm_splits.items()}
+            r = train_torch(name, pacm_x, splits, eval_name, tcfg, dict(hp.get(name) or {}),
+                            feat_dim=pacm_x["train"].shape[-1], seq_len=pacm_x["train"].shape[1],
+                            infer_batch=infer_batch)
         elif name == "tenset_mlp":
             r = train_torch(name, psf["tenset_mlp"], splits, eval_name, tcfg, dict(hp.get(name) or {}),
                             feat_dim=psf["tenset_mlp"]["train"].shape[-1], seq_len=None, infer_batch=infer_batch)
         else:
             r = train_torch(name, token_x, splits, eval_name, tcfg, dict(hp.get(name) or {}),
                             feat_dim=cols, seq_len=rows, infer_batch=infer_batch)
-        r.update(name=name, label=LABELS[name],
-                 features="PerStoreFeature" if name in PSF_MODELS else "tokens",
-                 featurize_per_s=rates.get("per_store" if name in PSF_MODELS else "tokens"))
+        kind = "pacm" if name == "pacm" else "per_store" if name in PSF_MODELS else "tokens"
+        r.update(name=name, label=LABELS[name], features=FEATURES[kind], featurize_per_s=rates.get(kind))
         result["models"].append(r)
     return result
 

@@ -36,7 +36,7 @@ def promote_flow(platform: str, model: str, version: str | None = None, params_p
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=promote_flow.__doc__)
     ap.add_argument("--platform", required=True, help="a platform declared in params.yaml")
-    ap.add_argument("--model", required=True, help="a model of train.models (tcl, tlp, mlp, tenset_mlp)")
+    ap.add_argument("--model", required=True, help="a model of train.models (tcl, mlp, xgb, pacm; tlp, tenset_mlp)")
     ap.add_argument("--version", default=None, help="the registered version to judge (default: the latest)")
     ap.add_argument("--params", default="params.yaml")
     args = ap.parse_args()

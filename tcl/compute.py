@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
+from .config import check_keys
+
 R = TypeVar("R")
 Units = Callable[[Callable[..., R], Iterable[dict[str, Any]]], Iterator[R]]
 RUNNERS = ("serial", "dask")
@@ -49,10 +51,7 @@ class ComputeSettings:
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "ComputeSettings":
         cfg = params.get("compute") or {}
-        unknown = sorted(set(cfg) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ValueError(f"params.yaml: compute has unknown keys {unknown} "
-                             f"(known: {sorted(cls.__dataclass_fields__)})")
+        check_keys(cfg, cls.__dataclass_fields__, "compute")
         s = cls(**cfg)
         if s.runner not in RUNNERS:
             raise ValueError(f"params.yaml: compute.runner={s.runner!r} is not one of {list(RUNNERS)}")

@@ -10,7 +10,7 @@ import torch
 from tcl.collect.collector import measure_task
 from tcl.data.splits import add_labels
 from tcl.data.store import RecordStore
-from tcl.features.per_store import FEATURE_DIM, PerStoreCache, pad_stores, per_store_features, sum_stores, \
+from tcl.features.per_store import FEATURE_DIM, FeatureCache, pad_stores, record_features, sum_stores, \
     workload_dir
 from tcl.models import build_model
 from tcl.models.metrics import pairwise_accuracy
@@ -38,10 +38,10 @@ def toy_store(tmp_path_factory, params, host_platform, measurer):
 
 
 def _features(store, table, platform, cache=None):
-    return per_store_features(table, [workload_dir(store.root, platform)], cache)
+    return record_features(table, [workload_dir(store.root, platform)], cache)
 
 
-def test_per_store_features_are_finite_and_deterministic(toy_store, host_platform, tmp_path):
+def test_record_features_are_finite_and_deterministic(toy_store, host_platform, tmp_path):
     store, table = toy_store
     cache = tmp_path / "psf.npz"
     feats, errors = _features(store, table, host_platform.name, cache)
@@ -55,7 +55,7 @@ def test_per_store_features_are_finite_and_deterministic(toy_store, host_platfor
             assert (f != 0).any(axis=1).all(), "a real store row is all zeros: TensetMLP's padding mask would drop it"
     # Twice from scratch gives the same; the cache gives it back without extracting.
     again, _ = _features(store, table, host_platform.name)
-    cached = PerStoreCache.load(cache)
+    cached = FeatureCache.load(cache)
     assert set(cached.feats) == set(table.column("record_id").to_pylist())
     for a, b, rid in zip(feats, again, table.column("record_id").to_pylist()):
         assert (a is None) == (b is None)
@@ -66,7 +66,7 @@ def test_per_store_features_are_finite_and_deterministic(toy_store, host_platfor
 
 def test_missing_workload_is_reported_not_dropped(toy_store, host_platform, tmp_path):
     _, table = toy_store
-    feats, errors = per_store_features(table.slice(0, 3), [tmp_path])
+    feats, errors = record_features(table.slice(0, 3), [tmp_path])
     assert feats == [None] * 3 and all("no workload" in e for e in errors)
 
 
@@ -111,11 +111,11 @@ def test_bench_models_runs_end_to_end(toy_store, params, host_platform, tmp_path
     bench_params = dict(params, split={"holdout_networks": ["toy_b"], "val_fraction": 0.0})
     featurize_platforms([host_platform], bench_params, tmp_path, store.root, tmp_path / "features")
     from benchmarks import bench_models as bench
-    result = bench.run(host_platform.name, bench_params, epochs=1, seed=0, models=["tcl", "tenset_mlp", "xgb"],
+    result = bench.run(host_platform.name, bench_params, epochs=1, seed=0, models=["tcl", "tenset_mlp", "xgb", "pacm"],
                        features_root=tmp_path / "features", validated=validated, store_root=store.root,
                        xgb_rounds=5, log=lambda _: None)
     assert result["eval_split"] == "test" and result["rows"]["test"] == 8
-    assert [r["name"] for r in result["models"]] == ["tcl", "tenset_mlp", "xgb"]
+    assert [r["name"] for r in result["models"]] == ["tcl", "tenset_mlp", "xgb", "pacm"]
     for r in result["models"]:
         assert 0 < r["top1_ratio_of_sums"] <= 1 and r["infer_per_s"] > 0 and r["featurize_per_s"] > 0, r
     assert (tmp_path / "features" / f"{host_platform.name}.per_store.npz").exists()
@@ -167,3 +167,49 @@ def test_tenset_mlp_bundle_is_a_metaschedule_cost_model_that_sees_its_training_f
     results = [ms.runner.RunnerResult(run_secs=[float(1 + i)], error_msg=None) for i in range(len(cands))]
     cost_model.update(ctx, cands, results)  # online fine-tuning on per-store rows of any width
     assert not np.allclose(cost_model.predict(ctx, cands), scores)
+
+
+def test_pacm_learns_the_measured_ranking_and_scores_candidates_as_it_was_trained(
+        toy_store, host_platform, tmp_path):
+    """PaCM on the records' PerStoreFeature + dataflow blocks: it fits the measured order (and the
+    reversed order when trained on it: a sign flip shows), and its bundle featurizes MetaSchedule
+    candidates at tuning time into the very input it was trained on."""
+    import json
+
+    import tvm
+
+    from tcl.features.dataflow import PACKED_DIM, PacmFeaturizer, dataflow_rows, platform_levels
+    from tcl.features.per_store import context, replay
+    from tcl.models.bundle import ModelBundle
+
+    store, table = toy_store
+    stores, _ = _features(store, table, host_platform.name)
+    levels = platform_levels(host_platform)
+    blocks, errors = record_features(table, [workload_dir(store.root, host_platform.name)], tmp_path / "df.npz",
+                                     kind=dataflow_rows(levels))
+    assert all(b is not None and len(b) for b in blocks), errors
+    featurizer = PacmFeaturizer(max(len(s) for s in stores if s is not None), max(len(b) for b in blocks), levels)
+    x = featurizer.pack(stores, blocks)
+    labels = np.asarray(table.column("label").to_pylist(), np.float32)
+    groups = np.unique(table.column("task_key").to_pylist(), return_inverse=True)[1]
+
+    def trained(y):
+        model = build_model("pacm", feat_dim=PACKED_DIM, seq_len=x.shape[1], seed=0, hidden=32)
+        fit(model, x, y, groups, TrainConfig(epochs=40, batch_size=64, lr=3e-3, seed=0))
+        return model
+
+    model = trained(labels)
+    fitted = pairwise_accuracy(predict(model, x), labels, groups)
+    reversed_ = pairwise_accuracy(predict(trained(-labels), x), labels, groups)
+    assert fitted > 0.75 and reversed_ < 0.5, (fitted, reversed_)
+
+    loaded = ModelBundle.load(ModelBundle("pacm", model, featurizer, host_platform.name, host_platform.spec_vector,
+                                          {}).save(tmp_path / "bundle"))
+    assert loaded.featurizer.levels == featurizer.levels and loaded.featurizer.feature_shape == x.shape[1:]
+    key = table.column("task_key")[0].as_py()
+    rows = [i for i, k in enumerate(table.column("task_key").to_pylist()) if k == key and stores[i] is not None]
+    mod = tvm.ir.load_json((workload_dir(store.root, host_platform.name) / f"{key}.json").read_text())
+    cands, _ = replay(mod, [table.column("program")[i].as_py() for i in rows])
+    ctx = context(mod, tvm.target.Target(json.loads(table.column("target")[0].as_py())))
+    np.testing.assert_array_equal(loaded.featurize_candidates(ctx, cands), x[rows])
+    np.testing.assert_allclose(loaded.score_candidates(ctx, cands), predict(model, x[rows]), rtol=1e-5, atol=1e-6)

@@ -214,7 +214,7 @@ def test_compute_settings_name_the_bad_field():
     assert ComputeSettings.from_params({}).max_in_flight == 4
     with pytest.raises(ValueError, match=r"compute.runner='spark' is not one of \['serial', 'dask'\]"):
         ComputeSettings.from_params({"compute": {"runner": "spark"}})
-    with pytest.raises(ValueError, match=r"compute has unknown keys \['worker'\]"):
+    with pytest.raises(ValueError, match=r"compute: unknown key\(s\) \['worker'\]"):
         ComputeSettings.from_params({"compute": {"worker": 3}})
     with pytest.raises(ValueError, match=r"compute.workers=0 must be an integer >= 1"):
         ComputeSettings.from_params({"compute": {"workers": 0}})

@@ -108,12 +108,15 @@ def test_block_backward_reaches_every_parameter():
 # ---------------------------------------------------------------- cost models
 
 def test_model_sizes_and_shapes():
-    x = torch.randn(5, 26, 22)
+    from tcl.features.dataflow import PACKED_DIM
+
+    widths = {"pacm": PACKED_DIM}  # PaCM reads packed store and block rows of a fixed width
     counts = {}
     for name in MODELS:
         torch.manual_seed(0)
-        model = build_model(name, feat_dim=22, seq_len=26)
-        assert model(x).shape == (5,)
+        width = widths.get(name, 22)
+        model = build_model(name, feat_dim=width, seq_len=26)
+        assert model(torch.randn(5, 26, width)).shape == (5,)
         counts[name] = (model.param_count(), model.size_on_disk())
     print("\n" + ", ".join(f"{k}: {p} params, {s / 2**20:.3f} MiB" for k, (p, s) in counts.items()))
     tcl_params, tcl_bytes = counts["tcl"]
@@ -132,6 +135,8 @@ def test_models_reject_wrong_shapes():
         MLPModel(164)(torch.randn(3, 26, 22))
     with pytest.raises(ValueError):
         build_model("no_such_model", 22, 26)
+    with pytest.raises(ValueError, match="PaCM reads rows of 165"):
+        build_model("pacm", 22, 26)
 
 
 # ---------------------------------------------------------------- losses

@@ -13,7 +13,7 @@ import pytest
 from tcl.collect.collector import measure_task
 from tcl.data.splits import add_labels
 from tcl.data.store import RecordStore
-from tcl.features.per_store import PerStoreFeaturizer, pad_stores, per_store_features, workload_dir
+from tcl.features.per_store import PerStoreFeaturizer, pad_stores, record_features, workload_dir
 from tcl.models import build_model
 from tcl.models.metrics import pairwise_accuracy
 from tcl.models.bundle import ModelBundle
@@ -34,7 +34,7 @@ def tasks(tmp_path_factory, params, host_platform, measurer):
         measure_task(toy_matmul_task(n, network), host_platform, host_platform, store, measurer, cfg, 0,
                      lambda _: None)
     table = add_labels(store.read(host_platform.name))
-    feats, _ = per_store_features(table, [workload_dir(store.root, host_platform.name)])
+    feats, _ = record_features(table, [workload_dir(store.root, host_platform.name)])
     ok = np.asarray([not e for e in table.column("error_code").to_pylist()]) & np.asarray(
         [f is not None for f in feats])
     x = pad_stores(feats)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 TOKENS = "tokens"        # our schedule-primitive tokens + hardware row (tcl.features.tokenizer)
 PER_STORE = "per_store"  # TVM's PerStoreFeature, padded stores (tcl.features.per_store)
+PACM = "pacm"            # PerStoreFeature + temporal dataflow blocks, packed (tcl.features.dataflow)
 
 FEATURIZERS: dict[str, type] = {}
 
@@ -24,7 +25,7 @@ def register_featurizer(cls: type) -> type:
 
 def featurizer_class(kind: str, where: str = "") -> type:
     """The featurizer class of an input kind; ValueError naming `where` (a file) and the known kinds."""
-    from . import per_store, tokenizer  # noqa: F401  (their featurizers register themselves)
+    from . import dataflow, per_store, tokenizer  # noqa: F401  (their featurizers register themselves)
 
     if kind not in FEATURIZERS:
         raise ValueError(f"{where + ': ' if where else ''}unknown input kind {kind!r} "

@@ -22,7 +22,7 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -141,8 +141,26 @@ def extract_task(mod, target, programs: Sequence[str], num_threads: int = 1,
     return feats, errors
 
 
-def extract_records(table: pa.Table, workload_dirs: Iterable[str | Path], num_threads: int = 1
-                    ) -> tuple[list[np.ndarray | None], list[str]]:
+@dataclass(frozen=True)
+class RowKind:
+    """A kind of ragged per-program feature rows made from replayed records (PerStoreFeature's stores
+    here, PaCM's dataflow blocks in tcl.features.dataflow): how one task's programs are extracted,
+    and what a cache of them depends on besides TVM's version."""
+
+    label: str
+    dim: int
+    extract_task: Callable  # (mod, target, programs, num_threads) -> (features, errors), as extract_task
+    config: dict
+
+    def meta(self) -> dict:
+        return {"tvm": _tvm_version(), "extractor": self.config, "dim": self.dim}
+
+
+PER_STORE_ROWS = RowKind("PerStoreFeature", FEATURE_DIM, extract_task, EXTRACTOR_CONFIG)
+
+
+def extract_records(table: pa.Table, workload_dirs: Iterable[str | Path], num_threads: int = 1,
+                    kind: RowKind = PER_STORE_ROWS) -> tuple[list[np.ndarray | None], list[str]]:
     """Features of every row of a record table, batched by (task_key, target)."""
     dirs = [Path(d) for d in workload_dirs]
     keys = table.column("task_key").to_pylist()
@@ -159,30 +177,31 @@ def extract_records(table: pa.Table, workload_dirs: Iterable[str | Path], num_th
             for i in rows:
                 errors[i] = f"no workload {key}.json in {[str(d) for d in dirs]}"
             continue
-        f, e = extract_task(path.read_text(), target, [programs[i] for i in rows], num_threads)
+        f, e = kind.extract_task(path.read_text(), target, [programs[i] for i in rows], num_threads)
         for i, fi, ei in zip(rows, f, e):
             feats[i], errors[i] = fi, ei
     return feats, errors
 
 
 @dataclass
-class PerStoreCache:
-    """record_id -> (n_stores, 164) features or an error, persisted as one .npz."""
+class FeatureCache:
+    """record_id -> (n_rows, kind.dim) features or an error, persisted as one .npz."""
 
     path: Path
     feats: dict[str, np.ndarray | None]
     errors: dict[str, str]
+    kind: RowKind = PER_STORE_ROWS
 
     @classmethod
-    def load(cls, path: str | Path) -> "PerStoreCache":
+    def load(cls, path: str | Path, kind: RowKind = PER_STORE_ROWS) -> "FeatureCache":
         path = Path(path)
-        cache = cls(path, {}, {})
+        cache = cls(path, {}, {}, kind)
         if not path.exists():
             return cache
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
-            if meta != _meta():
-                log.warning("%s was made by %s; ignoring it (now %s)", path, meta, _meta())
+            if meta != kind.meta():
+                log.warning("%s was made by %s; ignoring it (now %s)", path, meta, kind.meta())
                 return cache
             ids, offsets, data, errs = z["record_id"], z["offsets"], z["features"], z["error"]
         for j, rid in enumerate(ids.tolist()):
@@ -195,21 +214,22 @@ class PerStoreCache:
         sizes = [0 if self.feats[r] is None else len(self.feats[r]) for r in ids]
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         parts = [self.feats[r] for r in ids if self.feats[r] is not None]
-        data = np.concatenate(parts) if parts else np.zeros((0, FEATURE_DIM), np.float32)
+        data = np.concatenate(parts) if parts else np.zeros((0, self.kind.dim), np.float32)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_npz(self.path, meta=json.dumps(_meta()), record_id=np.asarray(ids, dtype=str),
+        atomic_write_npz(self.path, meta=json.dumps(self.kind.meta()), record_id=np.asarray(ids, dtype=str),
                          offsets=offsets, features=data.astype(np.float32),
                          error=np.asarray([self.errors[r] for r in ids], dtype=str))
 
 
 def _meta() -> dict:
-    return {"tvm": _tvm_version(), "extractor": EXTRACTOR_CONFIG, "dim": FEATURE_DIM}
+    return PER_STORE_ROWS.meta()
 
 
-def per_store_features(table: pa.Table, workload_dirs: Iterable[str | Path], cache_path: str | Path | None = None,
-                       num_threads: int = 1) -> tuple[list[np.ndarray | None], list[str]]:
-    """Features (and errors) for every row of `table`, extracting only what the cache lacks."""
-    cache = PerStoreCache.load(cache_path) if cache_path else PerStoreCache(Path(), {}, {})
+def record_features(table: pa.Table, workload_dirs: Iterable[str | Path], cache_path: str | Path | None = None,
+                    num_threads: int = 1, kind: RowKind = PER_STORE_ROWS
+                    ) -> tuple[list[np.ndarray | None], list[str]]:
+    """Features (and errors) of `kind` for every row of `table`, extracting only what the cache lacks."""
+    cache = FeatureCache.load(cache_path, kind) if cache_path else FeatureCache(Path(), {}, {}, kind)
     ids = table.column("record_id").to_pylist()
     missing = sorted({r for r in ids if r not in cache.feats})
     if missing:
@@ -219,8 +239,8 @@ def per_store_features(table: pa.Table, workload_dirs: Iterable[str | Path], cac
         todo = table.select(list(COLUMNS)).filter(pc.is_in(table.column("record_id"), value_set=wanted))
         _, first = np.unique(np.asarray(todo.column("record_id").to_pylist(), dtype=object), return_index=True)
         todo = todo.take(pa.array(np.sort(first)))
-        log.info("PerStoreFeature: extracting %d record(s) (%d cached)", todo.num_rows, len(ids) - len(missing))
-        feats, errors = extract_records(todo, workload_dirs, num_threads)
+        log.info("%s: extracting %d record(s) (%d cached)", kind.label, todo.num_rows, len(ids) - len(missing))
+        feats, errors = extract_records(todo, workload_dirs, num_threads, kind)
         for rid, f, e in zip(todo.column("record_id").to_pylist(), feats, errors):
             cache.feats[rid], cache.errors[rid] = f, e
         if cache_path:
@@ -255,10 +275,12 @@ def sum_stores(feats: Sequence[np.ndarray | None]) -> np.ndarray:
     return out
 
 
-def per_store_splits(platform: str, validated: str | Path, store_root: str | Path,
-                     token_splits: dict[str, dict[str, np.ndarray]], cache_path: str | Path | None = None,
-                     num_threads: int = 1) -> tuple[dict[str, list[np.ndarray | None]], dict[str, Any]]:
-    """PerStoreFeature of every split, row for row with the featurize stage's token arrays, plus a summary.
+def split_features(platform: str, validated: str | Path, store_root: str | Path,
+                   token_splits: dict[str, dict[str, np.ndarray]], cache_path: str | Path | None = None,
+                   num_threads: int = 1, kind: RowKind = PER_STORE_ROWS
+                   ) -> tuple[dict[str, list[np.ndarray | None]], dict[str, Any]]:
+    """Features of `kind` (PerStoreFeature by default) of every split, row for row with the featurize
+    stage's token arrays, plus a summary.
 
     Rows are matched by program id against the platform's validated records (the program, its
     task and target are all the features depend on), so the splits are exactly the featurize
@@ -280,14 +302,14 @@ def per_store_splits(platform: str, validated: str | Path, store_root: str | Pat
                              f"{platform}: the features are stale, run `dvc repro featurize` first")
         part = table.take(pa.array(rows, pa.int64()))
         start = time.perf_counter()
-        feats[name], errors = per_store_features(part, [workload_dir(store_root, platform)], cache_path,
-                                                 num_threads)
+        feats[name], errors = record_features(part, [workload_dir(store_root, platform)], cache_path,
+                                              num_threads, kind)
         bad = [e for e in errors if e]
         summary["missing"][name] = {"rows": len(bad), "first_errors": sorted(set(bad))[:3]}
         summary[f"{name}_seconds"] = round(time.perf_counter() - start, 2)
     sizes = [len(f) for fs in feats.values() for f in fs if f is not None]
-    summary["max_stores"] = max(sizes, default=1)
-    summary["mean_stores"] = float(np.mean(sizes)) if sizes else 0.0
+    summary["max_rows"] = max(sizes, default=1)
+    summary["mean_rows"] = float(np.mean(sizes)) if sizes else 0.0
     return feats, summary
 
 

@@ -18,8 +18,6 @@ import numpy as np
 import torch
 
 from ..features.kinds import TOKENS, featurizer_class
-from ..features.per_store import PerStoreFeaturizer
-from ..features.tokenizer import Tokenizer
 from .base import build_model, predict
 
 BUNDLE_FILE = "bundle.json"
@@ -29,7 +27,7 @@ BUNDLE_FILE = "bundle.json"
 class ModelBundle:
     model_name: str
     model: torch.nn.Module
-    featurizer: Tokenizer | PerStoreFeaturizer
+    featurizer: Any  # a featurizer of tcl.features.kinds: Tokenizer, PerStoreFeaturizer, PacmFeaturizer
     platform: str
     spec_vector: list[float]
     meta: dict[str, Any]

@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..config import check_keys
 from ..models.metrics import pairwise_accuracy, topk_table
 
 Split = Mapping[str, np.ndarray]
@@ -44,9 +45,7 @@ class EvalSettings:
     @classmethod
     def from_params(cls, params: Mapping[str, Any] | None) -> "EvalSettings":
         cfg = ((params or {}).get("train") or {}).get("eval") or {}
-        unknown = set(cfg) - {"bootstrap", "ci", "seed"}
-        if unknown:
-            raise ValueError(f"params.yaml train.eval: unknown key(s) {sorted(unknown)}; known: bootstrap, ci, seed")
+        check_keys(cfg, ("bootstrap", "ci", "seed"), "train.eval")
         return cls(bootstrap=int(cfg.get("bootstrap", cls.bootstrap)), ci=float(cfg.get("ci", cls.ci)),
                    seed=int(cfg.get("seed", cls.seed)))
 

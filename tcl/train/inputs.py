@@ -1,9 +1,11 @@
-"""What a model is trained on: the featurize stage's tokens, or TVM's PerStoreFeature.
+"""What a model is trained on: the featurize stage's tokens, TVM's PerStoreFeature, or PaCM's
+PerStoreFeature + dataflow blocks.
 
 Every model of the train stage sees the same rows, labels, groups and splits; only `x`
 differs. Tenset-MLP reads PerStoreFeature (as TVM's own MLP and XGB cost models do),
 extracted from the same validated records by replaying each trace (cached per platform
-next to the features, so a retrain extracts nothing again).
+next to the features, so a retrain extracts nothing again); PaCM adds the dataflow blocks of
+each replayed program in the training platform's cache levels (cached the same way).
 """
 
 from __future__ import annotations
@@ -13,29 +15,44 @@ from typing import Any
 
 import numpy as np
 
+from ..features import dataflow, per_store
 from ..features.dataset import load_tokenizer
-from ..features.per_store import PerStoreFeaturizer, default_cache_path, pad_stores, per_store_splits
-from ..features.tokenizer import Tokenizer
-from ..features.kinds import TOKENS
+from ..features.kinds import PACM, PER_STORE, TOKENS
 from ..models import MODELS
+from ..platforms import get_platform
 
 
 def model_inputs(model_name: str, platform: str, params: dict[str, Any], features_dir: str | Path,
                  splits: dict[str, dict[str, np.ndarray]], records_root: str | Path = "data/records", log=print
-                 ) -> tuple[dict[str, dict[str, np.ndarray]], Tokenizer | PerStoreFeaturizer]:
+                 ) -> tuple[dict[str, dict[str, np.ndarray]], Any]:
     """(splits with the model's `x`, the featurizer that makes that `x` from MetaSchedule candidates)."""
     features_dir = Path(features_dir)
-    if MODELS[model_name].input_kind == TOKENS:
+    kind = MODELS[model_name].input_kind
+    if kind == TOKENS:
         return splits, load_tokenizer(features_dir)
+    if kind not in (PER_STORE, PACM):
+        raise ValueError(f"{model_name}: no training inputs for input kind {kind!r}")
     validated = Path((params.get("validate") or {}).get("validated_root", "data/validated"))
-    feats, summary = per_store_splits(platform, validated / f"platform={platform}.parquet",
-                                      records_root, splits, default_cache_path(platform, features_dir.parent))
+    records = validated / f"platform={platform}.parquet"
+    stores, summary = per_store.split_features(platform, records, records_root, splits,
+                                               per_store.default_cache_path(platform, features_dir.parent))
     missing = {name: m["rows"] for name, m in summary["missing"].items() if m["rows"]}
-    log(f"{model_name}: PerStoreFeature of {sum(len(f) for f in feats.values())} programs "
-        f"(up to {summary['max_stores']} stores each); without features (scored as all zeros): {missing or 0}")
-    width = int(summary["max_stores"])
-    return ({name: {**arrays, "x": pad_stores(feats[name], width)} for name, arrays in splits.items()},
-            PerStoreFeaturizer(width))
+    log(f"{model_name}: PerStoreFeature of {sum(len(f) for f in stores.values())} programs "
+        f"(up to {summary['max_rows']} stores each); without features (scored as all zeros): {missing or 0}")
+    if kind == PER_STORE:
+        width = int(summary["max_rows"])
+        return ({name: {**arrays, "x": per_store.pad_stores(stores[name], width)} for name, arrays in splits.items()},
+                per_store.PerStoreFeaturizer(width))
+    levels = dataflow.platform_levels(get_platform(params, platform))
+    blocks, flow = per_store.split_features(platform, records, records_root, splits,
+                                            dataflow.default_cache_path(platform, features_dir.parent),
+                                            kind=dataflow.dataflow_rows(levels))
+    missing = {name: m["rows"] for name, m in flow["missing"].items() if m["rows"]}
+    log(f"{model_name}: dataflow blocks of the same programs (up to {flow['max_rows']} each, mean "
+        f"{flow['mean_rows']:.1f}); without blocks: {missing or 0}")
+    featurizer = dataflow.PacmFeaturizer(int(summary["max_rows"]), int(flow["max_rows"]), levels)
+    return ({name: {**arrays, "x": featurizer.pack(stores[name], blocks[name])} for name, arrays in splits.items()},
+            featurizer)
 
 
 def restrict_to_sample(split: dict[str, np.ndarray], sample_path: str | Path) -> dict[str, np.ndarray]:

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ..config import check_keys
 from ..models.losses import KINDS as LOSSES, rank_loss
 from .checkpoint import Checkpoint, TrainState, fingerprint
 
@@ -43,10 +44,7 @@ class TrainConfig:
         An unknown key in the section fails here, naming it, before any training starts."""
         cfg = dict(params.get("train") or {})
         optimizer = ("epochs", "lr", "batch_size", "loss", "weight_decay", "threads")
-        unknown = sorted(set(cfg) - set(optimizer) - set(TRAIN_SECTION_KEYS))
-        if unknown:
-            raise ValueError(f"params.yaml train: unknown key(s) {unknown}; known: "
-                             f"{sorted((*optimizer, *TRAIN_SECTION_KEYS))}")
+        check_keys(cfg, (*optimizer, *TRAIN_SECTION_KEYS), "train")
         values = {k: cfg[k] for k in optimizer if cfg.get(k) is not None}
         values["seed"] = params.get("seed", 0)
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -13,7 +13,7 @@ top-1 is strictly higher than the champion's, or when there is no champion yet. 
 
 Each model is scored with its own featurizer: a token model whose tokenizer is not the
 current one (trained before a refit) is re-tokenized from the platform's validated records
-of the same programs; Tenset-MLP reads TVM's PerStoreFeature of them (tcl.train.inputs).
+of the same programs; Tenset-MLP and PaCM read features made from the records (tcl.train.inputs).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import tracking
 from ..features.dataset import load_split, load_tokenizer
+from ..features.kinds import TOKENS
 from ..tracking.provenance import format_score
 from ..models.bundle import ModelBundle
 from .evaluate import gate_top1
@@ -136,26 +137,27 @@ class ValidationInputs:
         self.features_dir, self.records_root = Path(features_dir), records_root
         self.split = load_split(self.features_dir, "validation")
         self._current: dict | None = None
-        self._per_store: Split | None = None
+        self._derived: dict[str, Split] = {}
 
     def __call__(self, bundle: ModelBundle) -> Split:
         kind = bundle.featurizer.input_kind
-        if kind == "per_store":
-            return self._per_store_split(bundle.model_name)
+        if kind != TOKENS:
+            return self._derived_split(bundle.model_name, kind)
         if self._current is None:
             self._current = load_tokenizer(self.features_dir).to_dict()
         if bundle.featurizer.to_dict() == self._current:
             return self.split
         return {**self.split, "x": self._retokenize(bundle)}
 
-    def _per_store_split(self, model_name: str) -> Split:
+    def _derived_split(self, model_name: str, kind: str) -> Split:
+        """The validation split in an input kind made from the records (PerStoreFeature, PaCM's), once per kind."""
         from .inputs import model_inputs
 
-        if self._per_store is None:
+        if kind not in self._derived:
             splits, _ = model_inputs(model_name, self.platform, self.params, self.features_dir,
                                      {"validation": self.split}, self.records_root, log=lambda _: None)
-            self._per_store = splits["validation"]
-        return self._per_store
+            self._derived[kind] = splits["validation"]
+        return self._derived[kind]
 
     def _retokenize(self, bundle: ModelBundle) -> np.ndarray:
         """The validation programs' steps from the validated records, through the bundle's own tokenizer."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ..config import check_keys
+
 
 @dataclass
 class TransferSettings:
@@ -50,10 +52,7 @@ class TransferSettings:
     def from_params(cls, params: dict[str, Any], **overrides) -> TransferSettings:
         """The `transfer:` block, overridden by any non-None keyword; unknown keys raise naming them."""
         block = dict(params.get("transfer") or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(block) - known)
-        if unknown:
-            raise ValueError(f"params.yaml transfer: unknown keys {unknown}; known: {sorted(known)}")
+        check_keys(block, [f.name for f in fields(cls)], "transfer")
         if "order" not in block:
             raise ValueError("params.yaml transfer.order is missing: list the source platforms, then the target")
         block.update({k: v for k, v in overrides.items() if v is not None})

@@ -2,6 +2,6 @@
 
 from . import cpu, gpu  # noqa: F401  (register the analyzers)
 from .base import ANALYZERS, Estimate, SymbolAnalyzer, make_analyzer
-from .nest import LoopNest, loop_nest
+from ...features.loop_nest import LoopNest, loop_nest
 
 __all__ = ["ANALYZERS", "Estimate", "LoopNest", "SymbolAnalyzer", "loop_nest", "make_analyzer"]

@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .base import Estimate, SymbolAnalyzer, register, traffic
-from .nest import PARALLEL, UNROLLED, VECTORIZED, LoopNest
+from ...features.loop_nest import PARALLEL, UNROLLED, VECTORIZED, LoopNest, cpu_levels, traffic
+from .base import Estimate, SymbolAnalyzer, register
 
 
 @dataclass(frozen=True)
@@ -52,11 +52,11 @@ class CpuAnalyzer(SymbolAnalyzer):
         hz = max(float(specs["turbo_ghz"]), float(specs["boost_ghz"])) * 1e9
         cores, simd = max(self.platform.threads, 1), int(specs["simd_bytes"])
         dram = min(k.dram_gbs_per_core * cores, float(specs["mem_bandwidth_gbs"])) * 1e9
-        # (level, capacity in bytes, bandwidth into it in bytes/s, rounding unit, bandwidth is per core)
-        levels = (("registers", k.vector_registers * simd, k.l1_loads_per_cycle * simd * hz, 1, True),
-                  ("l1", specs["l1_kb"] * 1024, k.l2_bytes_per_cycle * hz, k.line_bytes, True),
-                  ("l2", specs["l2_kb"] * 1024, k.l3_bytes_per_cycle * hz, k.line_bytes, True),
-                  ("l3", specs["l3_kb"] * 1024, dram, k.line_bytes, False))
+        # bandwidth into each level in bytes/s, and whether it is per core
+        bandwidths = ((k.l1_loads_per_cycle * simd * hz, True), (k.l2_bytes_per_cycle * hz, True),
+                      (k.l3_bytes_per_cycle * hz, True), (dram, False))
+        levels = [(name, capacity, bandwidth, unit, per_core) for (name, capacity, unit), (bandwidth, per_core)
+                  in zip(cpu_levels(specs, k.vector_registers, k.line_bytes), bandwidths)]
         compute, flops, par_w, vec_w = 0.0, 0.0, 0.0, 0.0
         memory = {name: 0.0 for name, *_ in levels}
         for stmt in nest.statements:

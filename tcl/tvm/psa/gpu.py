@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .base import Estimate, SymbolAnalyzer, register, traffic
-from .nest import THREAD, LoopNest
+from ...features.loop_nest import THREAD, LoopNest, traffic
+from .base import Estimate, SymbolAnalyzer, register
 
 
 @dataclass(frozen=True)

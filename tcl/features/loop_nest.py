@@ -1,4 +1,6 @@
-"""The loop nest of a scheduled TIR program, read without building it: the symbols PSA works from.
+"""The loop nest of a scheduled TIR program, read without building it, and the bytes its tiles move
+through a memory hierarchy: what PSA (tcl.tvm.psa) estimates latency from and PaCM's dataflow
+features (tcl.features.dataflow) describe.
 
 Every BufferStore is a statement under a chain of loops (extent, kind, the unroll step in force)
 with the buffer accesses it makes. Block iteration variables are replaced by the loop expressions
@@ -67,6 +69,7 @@ class Statement:
     ops: int                      # arithmetic operations per iteration (at least 1)
     dtype_bytes: int              # of the stored value
     accesses: tuple[Access, ...]  # loads and the store, one per distinct (buffer, index)
+    store: str = ""               # the buffer it writes
 
 
 @dataclass
@@ -181,7 +184,7 @@ class _Walker:
             ops = self.ops_and_loads(stmt.value, loads)
             accesses = {(a.buffer, a.indices): a for a in [*loads, self.access(stmt.buffer, stmt.indices)]}
             self.nest.statements.append(Statement(loops, max(ops, 1), _bytes(stmt.buffer.dtype),
-                                                  tuple(accesses.values())))
+                                                  tuple(accesses.values()), str(stmt.buffer.name)))
         elif kind == "IfThenElse":
             self.visit(stmt.then_case, loops, unroll)
             if stmt.else_case is not None:
@@ -197,3 +200,59 @@ def loop_nest(mod) -> LoopNest:
     walker = _Walker()
     walker.visit(func.body, (), 0)
     return walker.nest
+
+
+def footprint(stmt: Statement, nest: LoopNest, inside: set[int], unit: int, access=None) -> float:
+    """Bytes the accesses of `stmt` (or one `access`) touch while the loops in `inside` run; the last
+    dimension is rounded up to `unit` bytes (a cache line, a memory transaction)."""
+    total = 0.0
+    for a in ([access] if access is not None else stmt.accesses):
+        spans = [ix.span(nest.loops, inside, size) for ix, size in zip(a.indices, a.shape)] or [1]
+        row = math.ceil(spans[-1] * a.dtype_bytes / unit) * unit
+        total += row * math.prod(spans[:-1])
+    return total
+
+
+def moves(stmt: Statement, nest: LoopNest, capacity: float, unit: int,
+          working_sets: dict | None = None) -> tuple[int, list[tuple[Access, float, float]]]:
+    """How a storage level of `capacity` bytes serves `stmt`: (kept depth, [(access, its tile's bytes,
+    bytes moved into the level over the whole statement)]).
+
+    The working set of the loops from depth d inward is kept there when it fits; d is the outermost
+    such depth. An access's tile is then loaded again for every iteration of the outer loops up to
+    the innermost outer loop it depends on: further out, its data is the same and is reused.
+    `working_sets` caches working-set sizes by (depth, unit) across the levels of one statement.
+    """
+    ids = stmt.loops
+    sets = {} if working_sets is None else working_sets
+
+    def working_set(d: int) -> float:
+        if (d, unit) not in sets:
+            sets[d, unit] = footprint(stmt, nest, set(ids[d:]), unit)
+        return sets[d, unit]
+
+    depth = next((d for d in range(len(ids) + 1) if working_set(d) <= capacity), len(ids))
+    inside = set(ids[depth:])
+    out = []
+    for a in stmt.accesses:
+        deps = [j for j in range(depth) if a.depends_on(ids[j])]
+        reloads = math.prod(nest.loops[ids[j]].extent for j in range(max(deps) + 1)) if deps else 1
+        tile = footprint(stmt, nest, inside, unit, a)
+        out.append((a, tile, tile * reloads))
+    return depth, out
+
+
+def traffic(stmt: Statement, nest: LoopNest, capacity: float, unit: int, scopes=None,
+            working_sets: dict | None = None) -> float:
+    """Bytes moved into a storage level of `capacity` bytes over the whole statement (see `moves`),
+    counting only accesses to buffers of `scopes` when given."""
+    return sum(moved for a, _, moved in moves(stmt, nest, capacity, unit, working_sets)[1]
+               if scopes is None or a.scope in scopes)
+
+
+def cpu_levels(specs: dict, vector_registers: int = 16, line_bytes: int = 64) -> list[tuple[str, float, int]]:
+    """(level, capacity in bytes, rounding unit) of a CPU core's storage from a platform's specs, registers
+    first: data moves into each from the next one out (tcl.tvm.psa.cpu adds the bandwidths)."""
+    simd = int(specs["simd_bytes"])
+    return [("registers", vector_registers * simd, 1), ("l1", specs["l1_kb"] * 1024, line_bytes),
+            ("l2", specs["l2_kb"] * 1024, line_bytes), ("l3", specs["l3_kb"] * 1024, line_bytes)]
