@@ -42,7 +42,8 @@ from tcl.data.store import atomic_write_bytes  # noqa: E402
 from tcl.features.dataset import load_split  # noqa: E402
 from tcl.train.evaluate import EvalSettings, composition, random_scorer_metrics, ranking_metrics  # noqa: E402
 
-LABELS = {"tcl": "TCL", "tlp": "TLP", "mlp": "MLP", "tenset_mlp": "Tenset-MLP", "xgb": "XGB (pretrained)"}
+LABELS = {"tcl": "TCL", "tlp": "TLP", "mlp": "MLP", "tenset_mlp": "Tenset-MLP", "xgb": "XGB (pretrained)",
+          "pacm": "PaCM"}
 AXES = ("programs", "tasks")
 REPORT = "reports/learning_curve"   # the committed report's directory (--update-report)
 

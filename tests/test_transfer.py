@@ -273,3 +273,14 @@ def test_monitor_scores_every_platform_seen_so_far():
     data = PlatformData(CountingLoader(order))
     result = make_method("finetune", settings(order, cl_epochs=1), HPARAMS).fit_sequence(data, hooks=Monitor(data))
     assert [sorted(r.metrics[-1]) for r in result.history] == [["model_top1.a"], ["model_top1.a", "model_top1.b"]]
+
+
+def test_monitor_skips_a_platform_without_held_out_programs():
+    """The split by task can leave a small platform no validation task: the sequence goes on, that
+    platform gets no curve, the others keep theirs."""
+    order = ["a", "b"]
+    loader = CountingLoader(order)
+    loader.splits["validation"]["a"] = {k: v[:0] for k, v in loader.splits["validation"]["a"].items()}
+    data = PlatformData(loader)
+    result = make_method("finetune", settings(order, cl_epochs=1), HPARAMS).fit_sequence(data, hooks=Monitor(data))
+    assert [sorted(r.metrics[-1]) for r in result.history] == [[], ["model_top1.b"]]

@@ -1,7 +1,7 @@
 """Top-1 on every platform seen so far, after every epoch: the forgetting picture (TCL Fig. 8).
 
 Scores each model a phase asks to watch (CKD: the AC with its laterals, and the KB
-alone) on each seen platform's held-out split. The held-out arrays are read once per
+alone) on each seen platform's held-out split (a platform whose split is empty has no curve). The held-out arrays are read once per
 platform and kept here; they are scored, never trained on.
 """
 
@@ -38,6 +38,8 @@ class Monitor(SequenceHooks):
         out = {}
         for platform in record.seen:
             split = self._held_out(platform)
+            if len(split["label"]) == 0:  # no held-out task on it (the split by task left it none): no curve
+                continue
             for name, model in models.items():
                 scores = predict(model, split["x"])
                 out[metric_key(name, platform)] = ranking_metrics(split, scores, ks=(1,))["top1_ratio_of_sums"]
