@@ -6,6 +6,7 @@ registered as a version of `<prefix>-kb-tcl` and the target model with its gate 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from .lock import Lock
@@ -51,7 +52,10 @@ def transfer_records(root: Path, lock: Lock) -> list[RunRecord]:
             meta = json.loads((kb_dir / "bundle.json").read_text()).get("meta") or {}
             tags = {"platforms": ",".join(meta.get("platforms") or phase["seen"]), "seed": str(m.get("seed", 0)),
                     **provenance_tags(lock, used, meta.get("data_version", data_version),
-                                      {"val_top1": last.get(f"kb_top1.{phase['platform']}")}, commit, ("transfer",))}
+                                      # NaN where the platform has no held-out task: the monitor scored none, and
+                                      # the live registration's held-out top-1 was NaN
+                                      {"val_top1": last.get(f"kb_top1.{phase['platform']}", math.nan)}, commit,
+                                      ("transfer",))}
             child.registrations.append(Registration(m["kb_model"], str(version), str(kb_dir.relative_to(root)), tags))
         parent.children.append(child)
     if m.get("registered_model"):
