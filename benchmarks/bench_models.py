@@ -30,7 +30,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 TOKEN_MODELS = ("tcl", "tlp", "mlp")
 PSF_MODELS = ("tenset_mlp", "xgb", "pacm")  # read TVM's PerStoreFeature (PaCM with its dataflow blocks)
-FEATURES = {"tokens": "tokens", "per_store": "PerStoreFeature", "pacm": "PerStoreFeature + dataflow"}
+FEATURES = {"tokens": "tokens", "per_store": "PerStoreFeature", "pacm": "PerStoreFeature + dataflow"}  # by input kind
 LABELS = {"tcl": "TCL-Mamba", "tlp": "TLP", "mlp": "MLP", "tenset_mlp": "Tenset-MLP", "xgb": "XGB", "pacm": "PaCM"}
 METRICS = ("top1_ratio_of_sums", "top1_mean_per_network", "top5_ratio_of_sums", "top5_mean_per_network",
            "pairwise_accuracy")
@@ -182,6 +182,7 @@ def run(platform_name: str, params: dict[str, Any], *, epochs: int, seed: int, m
     """Train and score every requested model; returns the result dict (see render())."""
     from tcl.features.dataset import load_split
     from tcl.features.per_store import default_cache_path, pad_stores, split_features, sum_stores
+    from tcl.models import MODELS
     from tcl.features.tokenizer import Tokenizer
     from tcl.platforms import get_platform
     from tcl.train.inputs import model_inputs
@@ -243,7 +244,7 @@ def run(platform_name: str, params: dict[str, Any], *, epochs: int, seed: int, m
         else:
             r = train_torch(name, token_x, splits, eval_name, tcfg, dict(hp.get(name) or {}),
                             feat_dim=cols, seq_len=rows, infer_batch=infer_batch)
-        kind = "pacm" if name == "pacm" else "per_store" if name in PSF_MODELS else "tokens"
+        kind = MODELS[name].input_kind  # tokens, per_store or pacm: the keys of FEATURES and of the rates
         r.update(name=name, label=LABELS[name], features=FEATURES[kind], featurize_per_s=rates.get(kind))
         result["models"].append(r)
     return result
