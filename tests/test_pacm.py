@@ -78,3 +78,31 @@ def test_a_gpu_platform_is_refused_by_name(host_platform):
 
     with pytest.raises(ValueError, match="'a100'.*gpu"):
         platform_levels(dataclasses.replace(host_platform, name="a100", kind="gpu"))
+
+
+def test_block_rows_refuse_levels_other_than_a_cores_four(host_platform):
+    from tcl.features.dataflow import block_rows, platform_levels
+    from tcl.features.loop_nest import loop_nest
+
+    with pytest.raises(ValueError, match="registers.*l1.*l2.*l3"):
+        block_rows(loop_nest(_matmul(64, 16)), platform_levels(host_platform)[:2])
+
+
+def test_a_featurizer_file_of_other_features_is_refused_naming_the_file(tmp_path, host_platform):
+    """A bundle trained on other features must not score candidates (its inputs would mean something else)."""
+    import json
+
+    from tcl.features.dataflow import PacmFeaturizer, platform_levels
+    from tcl.features.per_store import PerStoreFeaturizer
+
+    for featurizer in (PacmFeaturizer(4, 8, platform_levels(host_platform)), PerStoreFeaturizer(3)):
+        path = featurizer.save(tmp_path / featurizer.file_name)
+        assert type(featurizer).load(path).feature_shape == featurizer.feature_shape
+        info = json.loads(path.read_text())
+        info["extractor"] = {**info["extractor"], "buffers_per_store": 7}
+        path.write_text(json.dumps(info))
+        with pytest.raises(ValueError, match=f"{featurizer.file_name}: trained on features made by"):
+            type(featurizer).load(path)
+        path.write_text(json.dumps({**info, "format": "other"}))
+        with pytest.raises(ValueError, match="not a tcl-"):
+            type(featurizer).load(path)

@@ -28,7 +28,7 @@ from tcl.models import build_model
 from tcl.models.bundle import ModelBundle
 from tcl.train.loop import TrainConfig, fit
 from tcl.models.base import predict
-from tcl.train.promotion import ValidationInputs, decide, held_out_top1, promote
+from tcl.train.promotion import SPLIT_TAG, ValidationInputs, decide, held_out_top1, promote, validation_fingerprint
 
 PLATFORM = "local-1c"
 ROWS, COLS = 4, 8                       # tokenizer crop: feature matrices are (ROWS + 1) x COLS
@@ -148,10 +148,11 @@ def name_of(params) -> str:
     return tracking.registered_name(params["registry"]["prefix"], PLATFORM, "mlp")
 
 
-def register(params, bundle: ModelBundle, label: str, scores: dict[str, float] | None = None) -> str:
+def register(params, bundle: ModelBundle, label: str, scores: dict[str, float] | None = None,
+             extra_tags: dict[str, str] | None = None) -> str:
     """A new version (as the train stage logs one), tagged with `scores` (default: a placeholder)."""
     with tracking.run(params, f"register-{label}", {"stage": "test"}):
-        tags = tracking.version_tags(params, "md5-test", scores or {"val_top1": 0.0})
+        tags = {**tracking.version_tags(params, "md5-test", scores or {"val_top1": 0.0}), **(extra_tags or {})}
         example = np.zeros((2, *bundle.featurizer.feature_shape), np.float32)
         directory = bundle.save(f"bundles/{params['registry']['prefix']}/{label}")
         return tracking.registry.log_version(bundle, directory, name_of(params), example, tags)
@@ -226,6 +227,23 @@ def test_a_sign_flipped_candidate_does_not_replace_a_good_champion(store, data, 
     assert decision.candidate_top1 < decision.champion_top1 == pytest.approx(good_top1)
 
 
+def test_a_champion_validated_on_other_tasks_is_not_compared_on_todays_split(store, data, good):
+    """A champion trained before the split changed may have trained on today's validation tasks: its
+    (inflated) score there must not keep a model trained on today's split out."""
+    today = validation_fingerprint(data.arrays["validation"])
+    assert today != validation_fingerprint(data.arrays["test"])
+    assert gate(data, store, register(store, data.bundle(good), "good", extra_tags={SPLIT_TAG: "0123456789abcdef"})).promoted
+    blind = data.bundle(constant(good))
+    same_split_worse = register(store, blind, "blind-old", extra_tags={SPLIT_TAG: "0123456789abcdef"})
+    assert not gate(data, store, same_split_worse).promoted, "on one split the better model must stay"
+    decision = gate(data, store, register(store, blind, "blind-today", extra_tags={SPLIT_TAG: today}))
+    assert decision.promoted and alias_version(store, "champion") == "3"
+    assert decision.candidate_top1 < decision.champion_top1, "the champion did score higher: the split decided"
+    assert "may have trained on today's validation tasks" in decision.reason and today in decision.reason
+    broken = data.bundle(head_edited(good, lambda w, b: b.fill_(float("nan"))))
+    assert not gate(data, store, register(store, broken, "nan", extra_tags={SPLIT_TAG: "fedcba9876543210"})).promoted
+
+
 def test_nan_never_promotes(store, data, good):
     broken = data.bundle(head_edited(good, lambda w, b: b.fill_(float("nan"))))
     alone = gate(data, store, register(store, broken, "nan-first"))
@@ -279,6 +297,7 @@ def test_train_stage_registers_with_provenance_tags_and_runs_the_gate(store, dat
         assert tags["git_commit"] == commit
         assert tags["params_hash"] == tracking.params_hash(p, sections) and tags["params_sections"] == ",".join(sections)
         assert {"score.val_top1", "score.test_top1", "promotion.decision", "promotion.top1"} <= set(tags)
+        assert tags[SPLIT_TAG] == validation_fingerprint(data.arrays["validation"])
         assert 0 < float(tags["score.val_top1"]) <= 1 and 0 < float(tags["score.test_top1"]) <= 1
     assert versions["1"]["params_hash"] != versions["2"]["params_hash"], "seed and train.epochs differ"
     assert versions["1"]["promotion.decision"] == "promoted"

@@ -14,7 +14,6 @@ because the shared training loop takes dense arrays.
 
 from __future__ import annotations
 
-import json
 import math
 from functools import partial
 from pathlib import Path
@@ -24,12 +23,15 @@ import numpy as np
 
 from .kinds import PACM, register_featurizer
 from .loop_nest import PARALLEL, VECTORIZED, LoopNest, cpu_levels, loop_nest, moves
-from .per_store import EXTRACTOR_CONFIG, FEATURE_DIM, RowKind, extractor, pad_stores, replay
+from .per_store import (EXTRACTOR_CONFIG, FEATURE_DIM, RowKind, candidate_stores, pad_stores, read_featurizer_file, replay,
+                        write_featurizer_file)
 
 DATAFLOW_VERSION = 1     # bump when a row's meaning changes: caches of another version are ignored
 DATAFLOW_DIM = 25
 PACKED_DIM = FEATURE_DIM + 1
 STORE_ROW, BLOCK_ROW = 1.0, 2.0
+LEVEL_NAMES = ("registers", "l1", "l2", "l3")  # cpu_levels' order; a row's columns follow it
+L1 = LEVEL_NAMES.index("l1")
 
 
 def default_cache_path(platform: str, features_root: str | Path = "data/features") -> Path:
@@ -61,6 +63,9 @@ def _stride(access, loop: int) -> int:
 
 def block_rows(nest: LoopNest, levels: Sequence[tuple[str, float, int]]) -> np.ndarray:
     """(blocks, DATAFLOW_DIM) float32: one row per buffer access of each statement, in program order."""
+    if [name for name, _, _ in levels] != list(LEVEL_NAMES):
+        raise ValueError(f"dataflow rows need the storage levels {list(LEVEL_NAMES)} in that order, got "
+                         f"{[name for name, _, _ in levels]}")
     rows = []
     last = max(len(nest.statements) - 1, 1)
     for pos, stmt in enumerate(nest.statements):
@@ -80,7 +85,6 @@ def block_rows(nest: LoopNest, levels: Sequence[tuple[str, float, int]]) -> np.n
             tiles = [per_level[k][j][1] for k in range(len(levels))]
             moved = [per_level[k][j][2] for k in range(len(levels))]
             size = math.prod(min(s, 1 << 20) for s in a.shape) * a.dtype_bytes
-            l1 = moved[1] if len(moved) > 1 else moved[0]
             rows.append([
                 float(a.buffer == stmt.store), float(a.scope == "global"), _log(a.dtype_bytes), _log(size),
                 float(inner_id is not None and a.contiguous_in(inner_id)),
@@ -88,12 +92,12 @@ def block_rows(nest: LoopNest, levels: Sequence[tuple[str, float, int]]) -> np.n
                 float(inner_id is not None and a.depends_on(inner_id)),
                 float(all(ix.exact for ix in a.indices)),
                 *(_log(m) for m in moved), *(_log(t) for t in tiles),
-                _log(iterations * a.dtype_bytes / max(l1, 1.0)),
+                _log(iterations * a.dtype_bytes / max(moved[L1], 1.0)),
                 _log(iterations), _log(stmt.ops), _log(parallel),
                 _log(inner.extent) if inner is not None and inner.kind == VECTORIZED else 0.0,
                 _log(inner.unroll_step) if inner is not None else 0.0,
                 pos / last, _log(len(loops)),
-                depths[1 if len(depths) > 1 else 0] / max(len(loops), 1),
+                depths[L1] / max(len(loops), 1),
             ])
     return np.asarray(rows, np.float32).reshape(-1, DATAFLOW_DIM)
 
@@ -166,26 +170,15 @@ class PacmFeaturizer:
 
     def featurize_candidates(self, context, candidates: Sequence, spec_vector: Any = None) -> np.ndarray:
         candidates = list(candidates)
-        stores = [f.numpy().astype(np.float32).reshape(-1, FEATURE_DIM)
-                  for f in extractor().extract_from(context, candidates)]
         blocks = [block_rows(loop_nest(c.sch.mod), self.levels) for c in candidates]
-        return self.pack(stores, blocks)
+        return self.pack(candidate_stores(context, candidates), blocks)
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"format": "tcl-pacm-1", "max_stores": self.max_stores,
-                                    "max_blocks": self.max_blocks, "levels": [list(x) for x in self.levels],
-                                    "extractor": EXTRACTOR_CONFIG, "dataflow": DATAFLOW_VERSION}, indent=1) + "\n")
-        return path
+        return write_featurizer_file(path, "tcl-pacm-1", {
+            "max_stores": self.max_stores, "max_blocks": self.max_blocks, "levels": [list(x) for x in self.levels],
+            "extractor": EXTRACTOR_CONFIG, "dataflow": DATAFLOW_VERSION})
 
     @classmethod
     def load(cls, path: str | Path) -> "PacmFeaturizer":
-        info = json.loads(Path(path).read_text())
-        if info.get("format") != "tcl-pacm-1":
-            raise ValueError(f"{path}: not a PaCM featurizer file")
-        if info.get("extractor") != EXTRACTOR_CONFIG or info.get("dataflow") != DATAFLOW_VERSION:
-            raise ValueError(f"{path}: trained on PerStoreFeature{info.get('extractor')} and dataflow rows "
-                             f"v{info.get('dataflow')}; this code makes PerStoreFeature{EXTRACTOR_CONFIG} and "
-                             f"v{DATAFLOW_VERSION}")
+        info = read_featurizer_file(path, "tcl-pacm-1", {"extractor": EXTRACTOR_CONFIG, "dataflow": DATAFLOW_VERSION})
         return cls(info["max_stores"], info["max_blocks"], info["levels"])

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ..data.store import atomic_write_npz
+from ..data.store import atomic_write_bytes, atomic_write_npz
 from .kinds import PER_STORE, register_featurizer
 
 log = logging.getLogger(__name__)
@@ -221,10 +221,6 @@ class FeatureCache:
                          error=np.asarray([self.errors[r] for r in ids], dtype=str))
 
 
-def _meta() -> dict:
-    return PER_STORE_ROWS.meta()
-
-
 def record_features(table: pa.Table, workload_dirs: Iterable[str | Path], cache_path: str | Path | None = None,
                     num_threads: int = 1, kind: RowKind = PER_STORE_ROWS
                     ) -> tuple[list[np.ndarray | None], list[str]]:
@@ -313,6 +309,34 @@ def split_features(platform: str, validated: str | Path, store_root: str | Path,
     return feats, summary
 
 
+def candidate_stores(context, candidates: Sequence) -> list[np.ndarray]:
+    """PerStoreFeature rows, (n_stores, FEATURE_DIM) float32, of MetaSchedule candidates of one TuneContext:
+    what the featurizers of live candidates (Tenset-MLP's, PaCM's) start from."""
+    return [f.numpy().astype(np.float32).reshape(-1, FEATURE_DIM)
+            for f in extractor().extract_from(context, list(candidates))]
+
+
+def write_featurizer_file(path: str | Path, fmt: str, fields: dict) -> Path:
+    """A featurizer's settings as a model-bundle file, stamped with its format."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, (json.dumps({"format": fmt, **fields}, indent=1) + "\n").encode())
+    return path
+
+
+def read_featurizer_file(path: str | Path, fmt: str, made_by: dict) -> dict:
+    """A featurizer file's settings; ValueError naming the file when it is of another format or was made by
+    another extractor than this code's (`made_by`: the fields that must match, e.g. the extractor config),
+    since a model trained on other features would score candidates with inputs it never saw."""
+    info = json.loads(Path(path).read_text())
+    if info.get("format") != fmt:
+        raise ValueError(f"{path}: not a {fmt} featurizer file (format {info.get('format')!r})")
+    found = {key: info.get(key) for key in made_by}
+    if found != made_by:
+        raise ValueError(f"{path}: trained on features made by {found}; this code makes {made_by}")
+    return info
+
+
 @register_featurizer
 class PerStoreFeaturizer:
     """The model input of Tenset-MLP for MetaSchedule candidates: TVM's own extractor, padded stores.
@@ -336,23 +360,11 @@ class PerStoreFeaturizer:
 
     def featurize_candidates(self, context, candidates: Sequence, spec_vector: Any = None) -> np.ndarray:
         """(N, stores, 164) float32 for candidates of one TuneContext (its target decides the features)."""
-        feats = [f.numpy().astype(np.float32).reshape(-1, FEATURE_DIM)
-                 for f in extractor().extract_from(context, list(candidates))]
-        return pad_stores(feats)
+        return pad_stores(candidate_stores(context, candidates))
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"format": "tcl-per-store-1", "max_stores": self.max_stores,
-                                    **_meta()}, indent=1) + "\n")
-        return path
+        return write_featurizer_file(path, "tcl-per-store-1", {"max_stores": self.max_stores, **PER_STORE_ROWS.meta()})
 
     @classmethod
     def load(cls, path: str | Path) -> "PerStoreFeaturizer":
-        info = json.loads(Path(path).read_text())
-        if info.get("format") != "tcl-per-store-1":
-            raise ValueError(f"{path}: not a per-store featurizer file")
-        if info.get("extractor") != EXTRACTOR_CONFIG:
-            raise ValueError(f"{path}: trained on PerStoreFeature{info.get('extractor')}, this code extracts "
-                             f"PerStoreFeature{EXTRACTOR_CONFIG}")
-        return cls(info["max_stores"])
+        return cls(read_featurizer_file(path, "tcl-per-store-1", {"extractor": EXTRACTOR_CONFIG})["max_stores"])

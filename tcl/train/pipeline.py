@@ -42,7 +42,7 @@ from .evaluate import EvalSettings, composition, per_network, per_task, random_s
 from .inputs import model_inputs, restrict_to_sample
 from .loop import TrainConfig, fit
 from ..models.base import predict
-from .promotion import ValidationInputs, promote
+from .promotion import SPLIT_TAG, ValidationInputs, promote
 
 
 def train_one(model_name: str, platform: Platform, params: dict[str, Any], features_dir: str | Path,
@@ -152,11 +152,12 @@ def _register(bundle: ModelBundle, bundle_dir: Path, model_name: str, platform: 
         scores["test_top1"] = metrics["test_top1_ratio_of_sums"]
     if np.isfinite(metrics.get("random_test_top1", float("nan"))):
         scores["random_test_top1"] = metrics["random_test_top1"]
-    tags = {"platform": platform.name, "model": model_name,
+    validation = ValidationInputs(platform.name, params, features_dir)
+    tags = {"platform": platform.name, "model": model_name, SPLIT_TAG: validation.fingerprint,
             "eval.test_tasks": str(metrics.get("test_tasks", 0)), "train_rows": str(metrics.get("train_rows", 0)),
             **tracking.version_tags(params, data_version, scores)}
     version = tracking.registry.log_version(bundle, bundle_dir, name, example, tags)
-    decision = promote(name, version, ValidationInputs(platform.name, params, features_dir))
+    decision = promote(name, version, validation)
     return {"registered_model": name, "version": version, "champion": decision.promoted,
             "promotion": decision.reason}
 

@@ -11,6 +11,12 @@ task once. The candidate gets the `challenger` alias; `champion` moves to it onl
 top-1 is strictly higher than the champion's, or when there is no champion yet. A NaN top-1
 (a model emitting non-finite scores, or nothing to score) never promotes.
 
+Scores on one split compare only models validated on it: when the split changes (more tasks measured,
+other held-out networks), the champion may have trained on tasks that are validation tasks now, and
+its score there is inflated. A version is tagged with a fingerprint of its validation tasks
+(`split.validation_tasks`); a candidate whose fingerprint the champion does not share takes over (if
+its top-1 is finite), the champion's score on today's split shown for information only.
+
 Each model is scored with its own featurizer: a token model whose tokenizer is not the
 current one (trained before a refit) is re-tokenized from the platform's validated records
 of the same programs; Tenset-MLP and PaCM read features made from the records (tcl.train.inputs).
@@ -18,6 +24,7 @@ of the same programs; Tenset-MLP and PaCM read features made from the records (t
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,6 +41,25 @@ from .evaluate import gate_top1
 from ..models.base import predict
 
 Split = dict[str, np.ndarray]
+SPLIT_TAG = "split.validation_tasks"  # a version's validation tasks, fingerprinted (validation_fingerprint)
+
+
+def validation_fingerprint(split: Split) -> str:
+    """sha256 (16 hex) of a split's sorted task keys: equal fingerprints, the same held-out tasks."""
+    keys = sorted({str(k) for k in split["task_key"].tolist()})
+    return hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16]
+
+
+def other_split(candidate_tags: dict[str, str], champion_tags: dict[str, str], champion_version: str) -> str | None:
+    """Why the champion cannot be compared on the candidate's validation split, or None when it can.
+    A candidate without the tag (a knowledge-base snapshot, scored on a fixed held-out set) compares as before."""
+    mine = candidate_tags.get(SPLIT_TAG)
+    theirs = champion_tags.get(SPLIT_TAG)
+    if not mine or theirs == mine:
+        return None
+    return (f"champion v{champion_version} was validated on {'an untagged split' if not theirs else 'tasks ' + theirs}, "
+            f"the candidate on tasks {mine}: the champion may have trained on today's validation tasks, so its "
+            "score there is no comparison")
 
 
 @dataclass(frozen=True)
@@ -103,7 +129,7 @@ def promote(name: str, version: str, inputs_for: Callable[[ModelBundle], Split],
     Tags the candidate with the decision (`promotion.*`), logs one line, returns the decision."""
     registry = tracking.registry
     version = str(version)
-    registry.get_version(name, version)
+    candidate_tags = dict(registry.get_version(name, version).tags)
     current = registry.champion(name)
     registry.set_alias(name, tracking.CHALLENGER, version)
     candidate = registry.load_version(name, version)
@@ -119,6 +145,10 @@ def promote(name: str, version: str, inputs_for: Callable[[ModelBundle], Split],
             champion = registry.load_version(name, champion_version)
             champion_top1 = held_out_top1(champion, inputs_for(champion))
         promoted, reason = decide(candidate_top1, champion_version, champion_top1)
+        stale = None if current is None else other_split(candidate_tags, dict(current.tags), champion_version)
+        if stale is not None:
+            promoted = math.isfinite(candidate_top1)
+            reason = stale + ("; the candidate takes over" if promoted else "; but the candidate's top-1 is NaN")
     decision = Decision(name, version, candidate_top1, champion_version, champion_top1, promoted, reason,
                         int(len(split["x"])))
     if promoted and champion_version != version:
@@ -136,6 +166,7 @@ class ValidationInputs:
         self.platform, self.params = platform, params
         self.features_dir, self.records_root = Path(features_dir), records_root
         self.split = load_split(self.features_dir, "validation")
+        self.fingerprint = validation_fingerprint(self.split)
         self._current: dict | None = None
         self._derived: dict[str, Split] = {}
 
