@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from flows import _tvm_first  # noqa: E402,F401  (before MLflow: see flows/_tvm_first.py)
 from benchmarks._out import provenance, provenance_line  # noqa: E402
-from tcl.config import load_params  # noqa: E402
+from tcl.config import apply_overrides, load_params  # noqa: E402
 from tcl.platforms import get_platform  # noqa: E402
 from tcl.tvm.stage import run_tuning_stage  # noqa: E402
 from tcl.workloads.settings import WorkloadSettings  # noqa: E402
@@ -301,6 +301,9 @@ def render(summary: dict[str, list[dict[str, Any]]], baseline: str, seeds: dict[
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override one params key for this benchmark, e.g. --set tune.draft.verify=128 (repeatable; "
+                         "recorded in summary.json)")
     ap.add_argument("--platform", default="local-1c")
     ap.add_argument("--networks", nargs="+", help="default: tune.network")
     ap.add_argument("--image-size", type=int, help="image networks' input size (default workloads.image_size)")
@@ -323,7 +326,7 @@ def main() -> None:
                     help="run on this one core: search, builds and measurements (one process per core, each "
                          "with its own seeds, splits a long benchmark without two runs timing on one core)")
     args = ap.parse_args()
-    params = load_params(args.params)
+    params = apply_overrides(load_params(args.params), args.set)
     if args.cpu is not None:
         from tcl.collect.measure import pin_to_cpus
 
@@ -399,6 +402,9 @@ def main() -> None:
     (out / "summary.md").write_text(text)
     (out / "summary.json").write_text(json.dumps({**prov, "platform": platform.name, "seeds": seeds,
                                                   "trials": budgets, "trials_per_iter": per_iters,
+                                                  "overrides": args.set,
+                                                  "search": {k: tune.get(k) for k in ("search", "draft", "controller",
+                                                                                       "guard", "online")},
                                                   "workloads": workloads,
                                                   "networks": summary, "per_seed": seed_tables}, indent=2))
     from tcl import tracking

@@ -23,6 +23,27 @@ def load_params(path: str | Path | None = None) -> dict[str, Any]:
     return params
 
 
+
+def apply_overrides(params: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """`params` with `KEY=VALUE` overrides applied (as `dvc exp run -S`): KEY is a dotted path to an existing
+    key (`tune.draft.verify`), VALUE is YAML (`128`, `true`, `[0, 1]`). An unknown key is an error naming it,
+    so a typo does not run a benchmark with the defaults."""
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE, e.g. tune.draft.verify=128")
+        *parents, leaf = key.split(".")
+        node = params
+        for i, part in enumerate(parents):
+            node = node.get(part) if isinstance(node, dict) else None
+            if not isinstance(node, dict):
+                raise ValueError(f"--set {item!r}: params has no section {'.'.join(parents[:i + 1])!r}")
+        if leaf not in node:
+            raise ValueError(f"--set {item!r}: params has no key {key!r} (known in {'.'.join(parents) or 'the top level'}: "
+                             f"{sorted(node)})")
+        node[leaf] = yaml.safe_load(text)
+    return params
+
 # The lists dvc.yaml's `foreach` stages iterate over. Every collected platform is validated (validate may
 # add platforms whose data is only ingested: Tenset, tuning runs); train picks from the validated ones (its
 # stage reads data/validated/platform=<name>.parquet); tune.platforms may name any declared platform

@@ -103,3 +103,19 @@ def test_every_flow_loads_params_through_the_checked_loader():
     direct = [p.name for p in FLOWS.glob("*.py") if p.name != "_params.py" and "load_params(" in p.read_text()]
     assert not direct, f"flows reading params.yaml unchecked: {direct}"
     assert (FLOWS / "train.py").read_text().count("load_checked_params(") == 1
+
+
+def test_command_line_overrides_set_existing_keys_only(params):
+    """A benchmark's `--set KEY=VALUE`: YAML values on existing dotted keys; a typo fails naming the key."""
+    from tcl.config import apply_overrides
+
+    out = apply_overrides(copy.deepcopy(params), ["tune.draft.verify=128", "tune.draft.enabled=true",
+                                                  "collect.runner.cpus=[0]"])
+    assert out["tune"]["draft"]["verify"] == 128 and out["tune"]["draft"]["enabled"] is True
+    assert out["collect"]["runner"]["cpus"] == [0] and params["tune"]["draft"]["verify"] != 128
+    with pytest.raises(ValueError, match="no key 'tune.draft.verfy'.*verify"):
+        apply_overrides(copy.deepcopy(params), ["tune.draft.verfy=128"])
+    with pytest.raises(ValueError, match="no section 'tune.drfat'"):
+        apply_overrides(copy.deepcopy(params), ["tune.drfat.verify=1"])
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        apply_overrides(copy.deepcopy(params), ["tune.draft.verify"])
