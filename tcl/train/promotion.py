@@ -141,14 +141,14 @@ def promote(name: str, version: str, inputs_for: Callable[[ModelBundle], Split],
     else:
         champion_version = str(current.version) if current is not None else None
         champion_top1 = math.nan
-        if current is not None:
-            champion = registry.load_version(name, champion_version)
-            champion_top1 = held_out_top1(champion, inputs_for(champion))
-        promoted, reason = decide(candidate_top1, champion_version, champion_top1)
         stale = None if current is None else other_split(candidate_tags, dict(current.tags), champion_version)
-        if stale is not None:
-            promoted = math.isfinite(candidate_top1)
-            reason = stale + ("; the candidate takes over" if promoted else "; but the candidate's top-1 is NaN")
+        if stale is not None and math.isfinite(candidate_top1):
+            promoted, reason = True, stale + "; the candidate takes over"  # no score of the champion to compare
+        else:
+            if current is not None and stale is None:
+                champion = registry.load_version(name, champion_version)
+                champion_top1 = held_out_top1(champion, inputs_for(champion))
+            promoted, reason = decide(candidate_top1, champion_version, champion_top1)
     decision = Decision(name, version, candidate_top1, champion_version, champion_top1, promoted, reason,
                         int(len(split["x"])))
     if promoted and champion_version != version:
