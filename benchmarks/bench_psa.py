@@ -7,6 +7,7 @@ tcl.train.evaluate computes them) for PSA and for a random scorer (20 seeds), an
 each task's true top-5 programs within PSA's top 512 and top 25% (the share a draft hands on).
 
     taskset -c 0 python benchmarks/bench_psa.py --platforms zen4-avx512-1c [--max-tasks 40] [--update-report]
+    taskset -c 0 python benchmarks/bench_psa.py --platforms nvidia-h200 --store data/records_gpu --every-task
 """
 
 from __future__ import annotations
@@ -60,16 +61,17 @@ def recall(split, scores: np.ndarray, share: float | None, count: int | None) ->
     return float(np.mean(hits)) if hits else float("nan")
 
 
-def evaluate(platform_name: str, params, max_tasks: int) -> dict:
-    from tcl.data.splits import split_tables, task_networks_of
+def evaluate(platform_name: str, params, max_tasks: int, records: Path, every_task: bool = False) -> dict:
+    """PSA against a random scorer on the platform's test split, or on every task of the store (`every_task`:
+    PSA is not trained, so a store no model trains on, such as a GPU's, can be scored whole)."""
+    from tcl.data.splits import add_labels, split_tables, task_networks_of
     from tcl.data.store import RecordStore
     from tcl.platforms import get_platform
     from tcl.train.evaluate import EvalSettings, random_scorer_metrics, ranking_metrics
 
-    records = REPO / "data" / "records"
     platform = get_platform(params, platform_name)
     table = RecordStore(records).read(platform_name)
-    test = split_tables(table, params, task_networks_of(records))["test"]
+    test = add_labels(table) if every_task else split_tables(table, params, task_networks_of(records))["test"]
     tasks = list(dict.fromkeys(test.column("task_key").to_pylist()))
     if max_tasks:
         import pyarrow as pa
@@ -88,7 +90,8 @@ def evaluate(platform_name: str, params, max_tasks: int) -> dict:
     settings = EvalSettings(bootstrap=0)
     psa = ranking_metrics(split, np.nan_to_num(scores, nan=-1e9), settings=settings)
     rand = random_scorer_metrics(split, settings=settings)
-    return {"platform": platform_name, "tasks": int(len(set(zip(net, key)))), "programs": int(len(key)),
+    return {"platform": platform_name, "store": str(records.relative_to(REPO) if records.is_relative_to(REPO) else records),
+            "scored": "every task" if every_task else "test split", "tasks": int(len(set(zip(net, key)))), "programs": int(len(key)),
             "unreplayed": int(np.isnan(scores).sum()), "psa_seconds_per_program": seconds / max(len(key), 1),
             "psa": {m: psa[m] for m in ("pairwise_accuracy", "top1_ratio_of_sums", "top5_ratio_of_sums")},
             "random": {m: rand[m] for m in ("pairwise_accuracy", "top1_ratio_of_sums", "top5_ratio_of_sums")},
@@ -117,11 +120,14 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--platforms", nargs="+", default=["zen4-avx512-1c"])
     ap.add_argument("--max-tasks", type=int, default=0, help="first N test tasks only (0 = all)")
+    ap.add_argument("--store", default="data/records", help="the records' store, e.g. data/records_gpu")
+    ap.add_argument("--every-task", action="store_true", help="score every task of the store, not its test split")
     add_out_args(ap, "reports/psa")
     args = ap.parse_args(argv)
     params = load_params(REPO / "params.yaml")
     prov = provenance(__file__, argv)  # the data as locked when the run starts
-    results = [evaluate(p, params, args.max_tasks) for p in args.platforms]
+    records = (REPO / args.store).resolve()
+    results = [evaluate(p, params, args.max_tasks, records, args.every_task) for p in args.platforms]
     lines = table_lines(results)
     print("\n".join(lines))
     out = out_path(args, "reports/psa")
@@ -130,7 +136,7 @@ def main(argv=None) -> None:
         r.update(prov)
         (out / f"{r['platform']}.json").write_text(json.dumps(r, indent=2))
         (out / f"{r['platform']}.md").write_text(
-            f"# PSA ranking on {r['platform']} (test split)\n\n{provenance_line(prov)}\n\n"
+            f"# PSA ranking on {r['platform']} ({r['scored']} of {r['store']})\n\n{provenance_line(prov)}\n\n"
             + "\n".join(table_lines([r])) +
             f"\n\nPSA: {r['psa_seconds_per_program'] * 1e3:.2f} ms per program (replay + analysis); "
             f"{r['unreplayed']} programs did not replay; up to {r['programs_per_task_max']} programs per task.\n")

@@ -11,6 +11,7 @@ from prefect.cache_policies import NO_CACHE
 
 from flows._tasks import retry_options
 from tcl.collect.collector import collect_pools, measure_task
+from tcl.collect.settings import overlaid
 from flows._params import load_checked_params
 from tcl.data.store import RecordStore
 
@@ -24,9 +25,13 @@ def measure(tvm_task, platform, source, store, measurer, cfg, seed, on_progress)
 
 
 @flow(name="collect", log_prints=True)
-def collect_flow(params_path: str = "params.yaml", store_root: str = "data/records", progress: bool = True) -> list:
-    """Measure every catalog task's pool on every `collect.platforms` entry, resuming from the store."""
+def collect_flow(params_path: str = "params.yaml", store_root: str = "data/records", progress: bool = True,
+                 section: str | None = None) -> list:
+    """Measure every catalog task's pool on every `collect.platforms` entry, resuming from the store
+    (`section`: a collection of its own, e.g. gpu_collect: its collect keys and its store)."""
     params = load_checked_params(params_path)
+    if section:
+        params, store_root = overlaid(params, section)
     summaries = collect_pools(params, RecordStore(store_root), progress,
                               measure=measure.with_options(**retry_options(params, "measure")))
     logger = get_run_logger()
@@ -42,5 +47,6 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=collect_flow.__doc__)
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--store", default="data/records")
+    ap.add_argument("--section", help="a collection of its own, e.g. gpu_collect (its store replaces --store)")
     args = ap.parse_args()
-    collect_flow(args.params, args.store)
+    collect_flow(args.params, args.store, section=args.section)

@@ -78,6 +78,36 @@ def test_idle_cores_are_a_penalty(params, host_platform):
     assert eff == pytest.approx({3: 0.75, 4: 1.0, 6: 0.75})
 
 
+def test_gpu_form_needs_blocks_on_every_sm_to_reach_the_bandwidth(params):
+    """The GPU form on CPU-side logic (no CUDA needed: the schedule is analysed, not built). A one-block
+    grid that reads each element once must not look as fast as a grid that covers the SMs: on H200
+    records that mistake made PSA's top pick 60x slower than the best (tcl/tvm/psa/gpu.py)."""
+    import tvm
+    from tvm import te
+
+    from tcl.platforms import get_platform
+    from tcl.tvm.psa import loop_nest, make_analyzer
+
+    n = 1 << 20
+    a = te.placeholder((n,), name="A")
+    b = te.compute((n,), lambda i: a[i] * 2.0, name="B")
+
+    def grid(blocks: int):
+        sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([a, b])}))
+        (i,) = sch.get_loops(sch.get_sblock("B"))
+        bx, tx, inner = sch.split(i, [blocks, 256, None])
+        sch.bind(bx, "blockIdx.x")
+        sch.bind(tx, "threadIdx.x")
+        return loop_nest(sch.mod)
+
+    psa = make_analyzer(get_platform(params, "nvidia-h200"), params)
+    one, full = psa.estimate(grid(1)), psa.estimate(grid(4096))
+    assert one.seconds > 50 * full.seconds, (one, full)   # 132 SMs: a one-block grid keeps 1 busy
+    # the same bytes move either way (each block fetches its own slice once): only the SMs in use differ
+    assert one.memory_seconds["global"] * one.parallel_efficiency == pytest.approx(
+        full.memory_seconds["global"] * full.parallel_efficiency, rel=1e-3)
+
+
 def test_psa_settings_are_strict(params, host_platform):
     from tcl.tvm.psa import make_analyzer
 

@@ -19,6 +19,10 @@ RUNNER_KEYS = ("number", "repeat", "min_repeat_ms", "timeout_sec", "cpu_cache_fl
 RPC_KEYS = ("tracker", "session_timeout_sec", "connect_timeout_sec", "priority")
 BUILDER_KEYS = ("timeout_sec", "cpus")
 RETEST_KEYS = ("fraction", "seed")  # and any collect key: the retest measures with collect's settings overridden
+# A collection of its own (params.yaml `gpu_collect`): its store, and any collect key it overrides. A GPU's pools
+# cannot share the CPU store: pools are keyed by task, and a GPU task has the CPU task's key.
+OVERLAY_KEYS = ("store",)
+OVERLAYS = ("gpu_collect",)
 
 
 def _check_mapping(value: Any, known: tuple[str, ...], where: str) -> None:
@@ -36,9 +40,24 @@ def check_collect_params(params: dict[str, Any]) -> None:
     _check_mapping(collect.get("runner"), RUNNER_KEYS, "collect.runner")
     _check_mapping((collect.get("runner") or {}).get("rpc"), RPC_KEYS, "collect.runner.rpc")
     _check_mapping(collect.get("builder"), BUILDER_KEYS, "collect.builder")
+    for name in OVERLAYS:
+        if params.get(name) is not None:
+            check_keys(params[name], OVERLAY_KEYS + COLLECT_KEYS, name)
     retest = params.get("retest")
     if retest is not None:
         check_keys(retest, RETEST_KEYS + COLLECT_KEYS, "retest")
         fraction = retest.get("fraction")
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
             raise ValueError(f"params.yaml retest.fraction: expected a share in (0, 1], got {fraction!r:.40}")
+
+
+def overlaid(params: dict[str, Any], section: str) -> tuple[dict[str, Any], str]:
+    """(params with `collect` overridden by `section`'s keys, the section's store): the collect flow run for
+    a collection of its own, e.g. `gpu_collect`."""
+    if section not in OVERLAYS or not params.get(section):
+        raise ValueError(f"params.yaml has no collection section {section!r} (known: {', '.join(OVERLAYS)})")
+    overlay = dict(params[section])
+    store = overlay.pop("store", None)
+    if not store:
+        raise ValueError(f"params.yaml {section}.store: a collection of its own needs its own store directory")
+    return {**params, "collect": {**params["collect"], **overlay}}, str(store)
