@@ -124,3 +124,30 @@ def test_footprint_reads_a_directory_listing_from_the_local_cache_before_the_pus
     assert remote_by_output(tmp_path / "dvc.lock", tmp_path / "dvc-store") == {"data/records": 500}
     (cache / ("5" * 30 + ".dir")).unlink()
     assert remote_by_output(tmp_path / "dvc.lock", tmp_path / "dvc-store") == {UNREFERENCED: 500}
+
+
+def test_pruning_the_remote_removes_earlier_versions_only_and_refuses_without_a_listing(tmp_path):
+    from tcl.data.footprint import prune_remote
+
+    remote = tmp_path / "dvc-store" / "files" / "md5"
+    objects = {"bb" + "2" * 30: 500, "aa" + "1" * 30: 300, "cc" + "3" * 30: 70}   # a record part, a model, old
+    for md5, size in objects.items():
+        (remote / md5[:2]).mkdir(parents=True, exist_ok=True)
+        (remote / md5[:2] / md5[2:]).write_bytes(b"x" * size)
+    listing = remote / "dd" / ("4" * 30 + ".dir")
+    listing.parent.mkdir()
+    listing.write_text(json.dumps([{"md5": "bb" + "2" * 30, "relpath": "platform=a/part.parquet"}]))
+    (tmp_path / "dvc.lock").write_text(
+        "stages:\n  collect:\n    outs:\n    - path: data/records\n      md5: dd" + "4" * 30 + ".dir\n"
+        "  train@a:\n    outs:\n    - path: models/a\n      md5: aa" + "1" * 30 + "\n")
+    kept = {p: p.read_bytes() for p in (remote / "bb" / ("2" * 30), remote / "aa" / ("1" * 30), listing)}
+    moved = listing.read_bytes()
+    listing.unlink()   # the records' file list is missing: their part would look unreferenced
+    with pytest.raises(RuntimeError, match="data/records"):
+        prune_remote(tmp_path / "dvc.lock", tmp_path / "dvc-store")
+    assert (remote / "cc" / ("3" * 30)).exists() and (remote / "bb" / ("2" * 30)).exists()
+    listing.write_bytes(moved)
+    assert prune_remote(tmp_path / "dvc.lock", tmp_path / "dvc-store") == (1, 70)
+    assert not (remote / "cc" / ("3" * 30)).exists()
+    assert all(p.read_bytes() == b for p, b in kept.items())
+    assert prune_remote(tmp_path / "dvc.lock", tmp_path / "dvc-store") == (0, 0)

@@ -106,6 +106,14 @@ def test_grow_measures_what_is_missing_and_commits_it(repo):
     pushed = _git(repo, "ls-files", "dvc-store")
     assert pushed.count("\n") >= 3   # the parts, the catalog and the .dir listing are in git
     assert subprocess.run(["dvc", "status", "-q", "collect"], cwd=repo).returncode == 0
+    # each checkpoint prunes the remote: the first checkpoint's file list is in git history only
+    from tcl.data.footprint import UNREFERENCED, remote_by_output
+
+    assert UNREFERENCED not in remote_by_output(repo / "dvc.lock", repo / "dvc-store")
+    earlier = yaml.safe_load(_git(repo, "show", "HEAD~1:dvc.lock"))["stages"]["collect"]["outs"][0]["md5"]
+    assert earlier != yaml.safe_load((repo / "dvc.lock").read_text())["stages"]["collect"]["outs"][0]["md5"]
+    listing = f"dvc-store/files/md5/{earlier[:2]}/{earlier[2:]}"
+    assert not (repo / listing).exists() and _git(repo, "cat-file", "-t", f"HEAD~1:{listing}").strip() == "blob"
     # A rerun (a resumed or scheduled run) measures nothing and commits nothing.
     head = _git(repo, "rev-parse", "HEAD")
     (again,) = grow(params, repo / "data" / "records", repo=repo, every_min=0, progress=False)

@@ -45,7 +45,7 @@ def _with(params, dotted: str, value):
                                     "collect.builder.timeout", "retest.fractions", "workloads.image_sise",
                                     "ingest.tenset_dirr", "tuning_ingest.sourcess", "features.cpu.rowz",
                                     "features.hardware_scale", "deploy.timezon", "deploy.pipeline.crons",
-                                    "deploy.retries.measur"])
+                                    "deploy.retries.measur", "gpu_collect.pool_sise"])
 def test_an_unknown_key_in_any_checked_section_fails_naming_it(params, dotted):
     bad = _with(params, dotted, 1)
     with pytest.raises(ValueError, match=dotted.split(".")[-1]):
@@ -63,6 +63,20 @@ def test_a_bad_value_fails_at_load_naming_the_field(params, dotted, value, messa
 
 def test_retest_may_override_what_collect_sets(params):
     check_params(_with(params, "retest.batch_size", 4))
+
+
+def test_a_collection_of_its_own_overrides_collect_and_has_its_own_store(params):
+    from tcl.collect.settings import overlaid
+
+    gpu, store = overlaid(params, "gpu_collect")
+    assert store == params["gpu_collect"]["store"] != "data/records"
+    assert gpu["collect"]["source"] == params["gpu_collect"]["source"] != params["collect"]["source"]
+    assert gpu["collect"]["runner"] == params["collect"]["runner"]  # what it does not set comes from collect
+    assert "store" not in gpu["collect"] and params["collect"]["source"] != gpu["collect"]["source"]
+    with pytest.raises(ValueError, match="own store"):
+        overlaid(_with(params, "gpu_collect.store", ""), "gpu_collect")
+    with pytest.raises(ValueError, match="no collection section 'retest'"):
+        overlaid(params, "retest")
 
 
 def test_a_built_in_network_is_built_at_the_workloads_shapes(params):

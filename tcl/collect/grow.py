@@ -11,6 +11,7 @@ files and the collector holds its lock), a checkpoint keeps the work beyond this
 
     dvc commit -f collect      # data/records into the DVC cache, dvc.lock updated
     dvc push collect           # to the default remote (dvc-store/ in this repository)
+    prune the remote           # of earlier versions, when it is in the repository (tcl.data.footprint)
     git commit -- dvc.lock <remote dir>   # when the remote lives in the repository
 
 so a machine that goes away mid-collection loses at most the last ~20 minutes. A checkpoint
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ..data.footprint import prune_remote
 from ..data.store import RecordStore
 from .collector import CollectSummary, collect_pools, measure_task
 from .host import require_host_platforms
@@ -89,6 +91,12 @@ class Checkpointer:
         ok = self._run("dvc", "commit", "-f", "-q", self.stage)
         if ok and self.push:
             ok = self._run("dvc", "push", "-q", self.stage)
+            remote = remote_dir_in_repo(self.repo)
+            if ok and remote is not None:
+                try:  # earlier versions leave the working tree (git history keeps them)
+                    prune_remote(self.repo / "dvc.lock", remote)
+                except RuntimeError as err:
+                    log.warning("checkpoint: the remote is not pruned: %s", err)
         if ok and self.git:
             ok = self._git_commit(f"collect checkpoint: {note}")
         return ok

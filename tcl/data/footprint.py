@@ -37,11 +37,9 @@ def _object(remote: Path, md5: str) -> Path:
     return remote / "files" / "md5" / md5[:2] / md5[2:]
 
 
-def remote_by_output(lock_path: str | Path, remote_dir: str | Path) -> dict[str, int]:
-    """Bytes of the DVC remote per output path of dvc.lock (a file shared by two outputs counts once)."""
+def object_owners(lock_path: str | Path, remote_dir: str | Path) -> dict[str, str]:
+    """Remote object key (md5 without the '/') -> the output of dvc.lock or a .dvc file that references it."""
     remote = Path(remote_dir)
-    if not remote.is_dir():
-        return {}
     lock = yaml.safe_load(Path(lock_path).read_text()) if Path(lock_path).exists() else {}
     outs = [o for stage in ((lock or {}).get("stages") or {}).values() for o in stage.get("outs") or []]
     repo = Path(lock_path).parent
@@ -62,12 +60,49 @@ def remote_by_output(lock_path: str | Path, remote_dir: str | Path) -> dict[str,
         if md5.endswith(".dir") and listing is not None:
             for entry in json.loads(listing.read_text()):
                 owner.setdefault(entry["md5"], path)
+    return owner
+
+
+def _remote_objects(remote: Path):
+    return (f for f in (remote / "files" / "md5").rglob("*") if f.is_file())
+
+
+def remote_by_output(lock_path: str | Path, remote_dir: str | Path) -> dict[str, int]:
+    """Bytes of the DVC remote per output path of dvc.lock (a file shared by two outputs counts once)."""
+    remote = Path(remote_dir)
+    if not remote.is_dir():
+        return {}
+    owner = object_owners(lock_path, remote)
     sizes: dict[str, int] = {}
-    for f in (remote / "files" / "md5").rglob("*"):
-        if f.is_file():
-            key = owner.get(f.parent.name + f.name, UNREFERENCED)
-            sizes[key] = sizes.get(key, 0) + f.stat().st_size
+    for f in _remote_objects(remote):
+        key = owner.get(f.parent.name + f.name, UNREFERENCED)
+        sizes[key] = sizes.get(key, 0) + f.stat().st_size
     return dict(sorted(sizes.items(), key=lambda kv: -kv[1]))
+
+
+def prune_remote(lock_path: str | Path, remote_dir: str | Path) -> tuple[int, int]:
+    """Delete the remote's objects that neither dvc.lock nor a .dvc file references; (files, bytes) removed.
+
+    The remote is a folder of this repository: an earlier version stays in git history with the commit
+    whose dvc.lock names it (checking that commit out brings its objects back for `dvc pull`), so
+    keeping it in the working tree only makes every fresh clone check it out again."""
+    remote = Path(remote_dir)
+    if not remote.is_dir():
+        return 0, 0
+    owner = object_owners(lock_path, remote)
+    cache = Path(lock_path).parent / ".dvc" / "cache"
+    unlisted = [k for k in owner if k.endswith(".dir") and not any(
+        _object(root, k).is_file() for root in (remote, cache))]
+    if unlisted:  # its files would look unreferenced: nothing is removed
+        raise RuntimeError(f"{remote}: the file lists of {', '.join(owner[k] for k in unlisted)} ({', '.join(unlisted)}) "
+                           "are neither in the remote nor in the local cache: `dvc push` them first")
+    files = size = 0
+    for f in list(_remote_objects(remote)):
+        if f.parent.name + f.name not in owner:
+            size += f.stat().st_size
+            f.unlink()
+            files += 1
+    return files, size
 
 
 def _group(path: str) -> str:
@@ -132,3 +167,15 @@ def footprint(records_root: str | Path, lock_path: str | Path, remote_dir: str |
                                         if not k.startswith(RAW_OUTPUTS) and k != UNREFERENCED),
             "bytes_per_10k_programs": bytes_per_10k_programs(records_root),
             "git": git_figures(repo) if repo else {}}
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Remove earlier versions from the in-repository DVC remote "
+                                             "(after `dvc push`; git history keeps them).")
+    ap.add_argument("--lock", default="dvc.lock")
+    ap.add_argument("--remote", default="dvc-store")
+    args = ap.parse_args()
+    n, b = prune_remote(args.lock, args.remote)
+    print(f"{args.remote}: removed {n} objects no output references ({b / 1e6:.1f} MB)")
