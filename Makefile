@@ -8,7 +8,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export DVC_NO_ANALYTICS := 1
 export DO_NOT_TRACK := 1
 
-.PHONY: setup run test collect
+.PHONY: setup run test collect push
 
 setup: $(VENV)/.installed
 
@@ -38,6 +38,10 @@ collect: setup
 	source $(BIN)/activate && python -m tcl.collect.host \
 	&& { nohup setsid python -m flows.grow --every-min $(COLLECT_EVERY) $(COLLECT_ARGS) > $$log 2>&1 & \
 	     echo "make collect: started (pid $$!), log $$log; stop it with: kill -- -$$!"; }
+
+# dvc push, then earlier versions out of the in-repository remote (git history keeps them): README "Where the data lives".
+push: setup
+	source $(BIN)/activate && dvc push && python -m tcl.data.footprint
 
 # TEST_WORKERS=2: two pytest-xdist workers (tests/conftest.py), the whole-pipeline test in one, the rest in
 # the other, a core each. Not the default: timed on a clean clone (2 vCPUs) it took 37.8 min against one
