@@ -37,6 +37,12 @@ def _object(remote: Path, md5: str) -> Path:
     return remote / "files" / "md5" / md5[:2] / md5[2:]
 
 
+def _listing(repo: Path, remote: Path, md5: str) -> Path | None:
+    """A directory output's file list: the remote's, or the local cache's when the card runs before
+    `dvc push` (then the files already pushed from the previous version still belong to this output)."""
+    return next((f for f in (_object(remote, md5), _object(repo / ".dvc" / "cache", md5)) if f.is_file()), None)
+
+
 def object_owners(lock_path: str | Path, remote_dir: str | Path) -> dict[str, str]:
     """Remote object key (md5 without the '/') -> the output of dvc.lock or a .dvc file that references it."""
     remote = Path(remote_dir)
@@ -53,10 +59,7 @@ def object_owners(lock_path: str | Path, remote_dir: str | Path) -> dict[str, st
             continue
         path = _group(path)
         owner.setdefault(md5, path)
-        # A directory's listing: the remote's, or the local cache's when the card runs before `dvc push`
-        # (then the files already pushed from the previous version still belong to this output).
-        listing = next((f for f in (_object(remote, md5), _object(repo / ".dvc" / "cache", md5)) if f.is_file()),
-                       None)
+        listing = _listing(repo, remote, md5)
         if md5.endswith(".dir") and listing is not None:
             for entry in json.loads(listing.read_text()):
                 owner.setdefault(entry["md5"], path)
@@ -90,9 +93,7 @@ def prune_remote(lock_path: str | Path, remote_dir: str | Path) -> tuple[int, in
     if not remote.is_dir():
         return 0, 0
     owner = object_owners(lock_path, remote)
-    cache = Path(lock_path).parent / ".dvc" / "cache"
-    unlisted = [k for k in owner if k.endswith(".dir") and not any(
-        _object(root, k).is_file() for root in (remote, cache))]
+    unlisted = [k for k in owner if k.endswith(".dir") and _listing(Path(lock_path).parent, remote, k) is None]
     if unlisted:  # its files would look unreferenced: nothing is removed
         raise RuntimeError(f"{remote}: the file lists of {', '.join(owner[k] for k in unlisted)} ({', '.join(unlisted)}) "
                            "are neither in the remote nor in the local cache: `dvc push` them first")
