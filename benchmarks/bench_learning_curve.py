@@ -43,7 +43,7 @@ from tcl.features.dataset import load_split  # noqa: E402
 from tcl.train.evaluate import EvalSettings, composition, random_scorer_metrics, ranking_metrics  # noqa: E402
 
 LABELS = {"tcl": "TCL", "tlp": "TLP", "mlp": "MLP", "tenset_mlp": "Tenset-MLP", "xgb": "XGB (pretrained)",
-          "pacm": "PaCM"}
+          "pacm": "PaCM", "tcl_stores": "TCL on stores"}
 AXES = ("programs", "tasks")
 REPORT = "reports/learning_curve"   # the committed report's directory (--update-report)
 

@@ -29,9 +29,10 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN_MODELS = ("tcl", "tlp", "mlp")
-PSF_MODELS = ("tenset_mlp", "xgb", "pacm")  # read TVM's PerStoreFeature (PaCM with its dataflow blocks)
+PSF_MODELS = ("tenset_mlp", "tcl_stores", "xgb", "pacm")  # read TVM's PerStoreFeature (PaCM: + dataflow blocks)
 FEATURES = {"tokens": "tokens", "per_store": "PerStoreFeature", "pacm": "PerStoreFeature + dataflow"}  # by input kind
-LABELS = {"tcl": "TCL-Mamba", "tlp": "TLP", "mlp": "MLP", "tenset_mlp": "Tenset-MLP", "xgb": "XGB", "pacm": "PaCM"}
+LABELS = {"tcl": "TCL-Mamba", "tlp": "TLP", "mlp": "MLP", "tenset_mlp": "Tenset-MLP", "tcl_stores": "TCL on stores",
+          "xgb": "XGB", "pacm": "PaCM"}
 METRICS = ("top1_ratio_of_sums", "top1_mean_per_network", "top5_ratio_of_sums", "top5_mean_per_network",
            "pairwise_accuracy")
 
@@ -185,7 +186,7 @@ def run(platform_name: str, params: dict[str, Any], *, epochs: int, seed: int, m
     from tcl.models import MODELS
     from tcl.features.tokenizer import Tokenizer
     from tcl.platforms import get_platform
-    from tcl.train.inputs import model_inputs
+    from tcl.train.inputs import model_inputs, workload_stores
     from tcl.train.loop import TrainConfig
 
     unknown = sorted(set(models) - set(TOKEN_MODELS) - set(PSF_MODELS))
@@ -211,13 +212,14 @@ def run(platform_name: str, params: dict[str, Any], *, epochs: int, seed: int, m
     if set(models) & set(PSF_MODELS):
         log("PerStoreFeature: loading/extracting ...")
         try:
-            feats, result["per_store"] = split_features(platform_name, validated, store_root, splits,
+            feats, result["per_store"] = split_features(platform_name, validated, workload_stores(params, store_root), splits,
                                                           default_cache_path(platform_name, features_root),
                                                           extract_threads)
         except ValueError as e:
             raise SystemExit(str(e)) from None
         width = result["per_store"]["max_rows"]
-        psf = {"tenset_mlp": {s: pad_stores(f, width) for s, f in feats.items()},
+        padded = {s: pad_stores(f, width) for s, f in feats.items()}
+        psf = {"tenset_mlp": padded, "tcl_stores": padded,
                "xgb": {s: sum_stores(f) for s, f in feats.items()}}
     rates = {}
     if psf is not None:
@@ -238,9 +240,9 @@ def run(platform_name: str, params: dict[str, Any], *, epochs: int, seed: int, m
             r = train_torch(name, pacm_x, splits, eval_name, tcfg, dict(hp.get(name) or {}),
                             feat_dim=pacm_x["train"].shape[-1], seq_len=pacm_x["train"].shape[1],
                             infer_batch=infer_batch)
-        elif name == "tenset_mlp":
-            r = train_torch(name, psf["tenset_mlp"], splits, eval_name, tcfg, dict(hp.get(name) or {}),
-                            feat_dim=psf["tenset_mlp"]["train"].shape[-1], seq_len=None, infer_batch=infer_batch)
+        elif name in ("tenset_mlp", "tcl_stores"):
+            r = train_torch(name, psf[name], splits, eval_name, tcfg, dict(hp.get(name) or {}),
+                            feat_dim=psf[name]["train"].shape[-1], seq_len=None, infer_batch=infer_batch)
         else:
             r = train_torch(name, token_x, splits, eval_name, tcfg, dict(hp.get(name) or {}),
                             feat_dim=cols, seq_len=rows, infer_batch=infer_batch)

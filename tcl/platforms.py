@@ -112,14 +112,19 @@ def host_mismatch(platform: Platform, cpu: dict[str, Any] | None = None) -> str 
     return None
 
 
-def require_device(platform: Platform) -> None:
-    """Fail early, by name, when a platform cannot be measured on this machine."""
+def unmeasurable(platform: Platform) -> str | None:
+    """Why this machine cannot time `platform` (no device of its kind, or another CPU), or None."""
     if not platform.tvm_device().exist:
         kind = KINDS[platform.kind]
-        raise RuntimeError(f"platform '{platform.name}' needs a {kind.device_label} device and this machine has "
-                           f"none (tvm.device({kind.device!r}, 0).exist is False); run this stage on a "
-                           f"{kind.device_label} machine")
-    reason = host_mismatch(platform)
+        return (f"platform '{platform.name}' needs a {kind.device_label} device and this machine has "
+                f"none (tvm.device({kind.device!r}, 0).exist is False); run this stage on a "
+                f"{kind.device_label} machine")
+    return host_mismatch(platform)
+
+
+def require_device(platform: Platform) -> None:
+    """Fail early, by name, when a platform cannot be measured on this machine."""
+    reason = unmeasurable(platform)
     if reason:
         raise RuntimeError(reason)
 

@@ -156,3 +156,26 @@ def test_a_second_collection_of_the_same_store_fails_fast_and_nothing_collides(t
     assert store.read("local-1c").num_rows == budget
     print(f"\nsecond collection refused: {second.stderr.strip().splitlines()[-1]}\n"
           f"first collection: {len(ids)} records, {len(set(ids))} distinct (budget {budget})")
+
+
+def test_a_gpu_collection_on_a_machine_without_the_gpu_draws_its_pools_and_times_nothing(tmp_path, params):
+    """Search needs no device: on this CUDA-less machine the GPU section draws the pools (for the GPU's
+    target) and leaves the timing, with the reason, to a machine that has the GPU."""
+    import tvm
+
+    from tcl.collect.catalog import CatalogTask, catalog_signature, save_catalog
+    from tcl.collect.collector import collect_pools
+
+    if tvm.cuda(0).exist:
+        pytest.skip("this machine has a CUDA device: the GPU collection would time the pools here")
+    gpu = get_platform(params, "nvidia-h100")
+    cfg = dict(params["collect"], source=gpu.name, platforms=[gpu.name], pool_size=4, batch_size=4,
+               extra_networks=[], search_cpus=[])
+    store, task = RecordStore(tmp_path), toy_matmul_task()
+    save_catalog(store, gpu.name, [CatalogTask(task, {"toy@16": 2})], catalog_signature(cfg, 1, gpu.target_json))
+    [summary] = collect_pools({**params, "collect": cfg}, store, progress=False)
+    assert summary.platform == gpu.name and "needs a CUDA device" in summary.skipped
+    assert summary.measured_now == 0 and store.count(gpu.name) == 0
+    pool = store.pool(task.key)
+    assert pool and len(pool) <= 4
+    assert all("threadIdx" in p or "blockIdx" in p for p in pool), pool[0][:400]  # drawn for the GPU target

@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from ..data.metaschedule import trace_to_steps
 from ..data.schema import make_record_id, records_to_table, summarize_times
 from ..data.store import RecordStore
-from ..platforms import Platform, get_platform, host_mismatch, require_device
+from ..platforms import Platform, get_platform, unmeasurable
 from ..workloads.settings import WorkloadSettings
 from .candidates import CandidateSource, trace_json
 from .catalog import task_catalog, tier_pool_size
@@ -207,15 +207,14 @@ def collect_pools(params: dict[str, Any], store: RecordStore, progress: bool = T
     here, away = [], {}
     remote = measure_mode(cfg.get("runner") or {}) == "rpc"  # boards are timed elsewhere: no host check here
     for p in [source, *others]:
-        reason = None if remote else host_mismatch(p)
+        # Pools are drawn here all the same: search needs no device, so a GPU machine's time goes to timing.
+        reason = None if remote else unmeasurable(p)
         if reason:
             away[p.name] = reason
-            log.warning("%s: its tasks are left for a machine with that CPU", reason)
+            log.warning("%s: its pools are drawn here and its tasks left for a machine that can time them", reason)
         else:
             if remote:
                 remote_board(p, cfg.get("runner") or {})  # a platform without a board fails now, by name
-            else:
-                require_device(p)
             here.append(p)
     # the search stays off the measurement cores
     with store.exclusive_writer("collect"), pinned_to(tuple(cfg.get("search_cpus") or ())):

@@ -242,12 +242,9 @@ def moves(stmt: Statement, nest: LoopNest, capacity: float, unit: int,
     return depth, out
 
 
-def traffic(stmt: Statement, nest: LoopNest, capacity: float, unit: int, scopes=None,
-            working_sets: dict | None = None) -> float:
-    """Bytes moved into a storage level of `capacity` bytes over the whole statement (see `moves`),
-    counting only accesses to buffers of `scopes` when given."""
-    return sum(moved for a, _, moved in moves(stmt, nest, capacity, unit, working_sets)[1]
-               if scopes is None or a.scope in scopes)
+def traffic(stmt: Statement, nest: LoopNest, capacity: float, unit: int, working_sets: dict | None = None) -> float:
+    """Bytes moved into a storage level of `capacity` bytes over the whole statement (see `moves`)."""
+    return sum(moved for _, _, moved in moves(stmt, nest, capacity, unit, working_sets)[1])
 
 
 def cpu_levels(specs: dict, vector_registers: int = 16, line_bytes: int = 64) -> list[tuple[str, float, int]]:

@@ -47,6 +47,9 @@ def workload_dir(store_root: str | Path, platform: str) -> Path:
     return Path(store_root) / f"platform={platform}" / "_workloads"
 
 
+NO_WORKLOAD = "no workload"  # an error of where a run looked, not of the program: never a cached answer
+
+
 def _tvm_version() -> str:
     import tvm
 
@@ -175,7 +178,7 @@ def extract_records(table: pa.Table, workload_dirs: Iterable[str | Path], num_th
         path = next((d / f"{key}.json" for d in dirs if (d / f"{key}.json").exists()), None)
         if path is None:
             for i in rows:
-                errors[i] = f"no workload {key}.json in {[str(d) for d in dirs]}"
+                errors[i] = f"{NO_WORKLOAD} {key}.json in {[str(d) for d in dirs]}"
             continue
         f, e = kind.extract_task(path.read_text(), target, [programs[i] for i in rows], num_threads)
         for i, fi, ei in zip(rows, f, e):
@@ -227,7 +230,7 @@ def record_features(table: pa.Table, workload_dirs: Iterable[str | Path], cache_
     """Features (and errors) of `kind` for every row of `table`, extracting only what the cache lacks."""
     cache = FeatureCache.load(cache_path, kind) if cache_path else FeatureCache(Path(), {}, {}, kind)
     ids = table.column("record_id").to_pylist()
-    missing = sorted({r for r in ids if r not in cache.feats})
+    missing = sorted({r for r in ids if r not in cache.feats or cache.errors.get(r, "").startswith(NO_WORKLOAD)})
     if missing:
         wanted = pa.array(missing)
         import pyarrow.compute as pc
@@ -271,7 +274,7 @@ def sum_stores(feats: Sequence[np.ndarray | None]) -> np.ndarray:
     return out
 
 
-def split_features(platform: str, validated: str | Path, store_root: str | Path,
+def split_features(platform: str, validated: str | Path, store_roots: Sequence[str | Path],
                    token_splits: dict[str, dict[str, np.ndarray]], cache_path: str | Path | None = None,
                    num_threads: int = 1, kind: RowKind = PER_STORE_ROWS
                    ) -> tuple[dict[str, list[np.ndarray | None]], dict[str, Any]]:
@@ -280,8 +283,9 @@ def split_features(platform: str, validated: str | Path, store_root: str | Path,
 
     Rows are matched by program id against the platform's validated records (the program, its
     task and target are all the features depend on), so the splits are exactly the featurize
-    stage's; a program the records lack means stale features and fails loudly.
-    """
+    stage's; a program the records lack means stale features and fails loudly. A task's workload
+    is looked up in every store of `store_roots` (validated records come from several: the
+    collection's, Tenset's, the tuning runs')."""
     import time
 
     import pyarrow.parquet as pq
@@ -298,7 +302,7 @@ def split_features(platform: str, validated: str | Path, store_root: str | Path,
                              f"{platform}: the features are stale, run `dvc repro featurize` first")
         part = table.take(pa.array(rows, pa.int64()))
         start = time.perf_counter()
-        feats[name], errors = record_features(part, [workload_dir(store_root, platform)], cache_path,
+        feats[name], errors = record_features(part, [workload_dir(r, platform) for r in store_roots], cache_path,
                                               num_threads, kind)
         bad = [e for e in errors if e]
         summary["missing"][name] = {"rows": len(bad), "first_errors": sorted(set(bad))[:3]}

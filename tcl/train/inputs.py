@@ -34,7 +34,8 @@ def model_inputs(model_name: str, platform: str, params: dict[str, Any], feature
         raise ValueError(f"{model_name}: no training inputs for input kind {kind!r}")
     validated = Path((params.get("validate") or {}).get("validated_root", "data/validated"))
     records = validated / f"platform={platform}.parquet"
-    stores, summary = per_store.split_features(platform, records, records_root, splits,
+    roots = workload_stores(params, records_root)
+    stores, summary = per_store.split_features(platform, records, roots, splits,
                                                per_store.default_cache_path(platform, features_dir.parent))
     missing = {name: m["rows"] for name, m in summary["missing"].items() if m["rows"]}
     log(f"{model_name}: PerStoreFeature of {sum(len(f) for f in stores.values())} programs "
@@ -44,7 +45,7 @@ def model_inputs(model_name: str, platform: str, params: dict[str, Any], feature
         return ({name: {**arrays, "x": per_store.pad_stores(stores[name], width)} for name, arrays in splits.items()},
                 per_store.PerStoreFeaturizer(width))
     levels = dataflow.platform_levels(get_platform(params, platform))
-    blocks, flow = per_store.split_features(platform, records, records_root, splits,
+    blocks, flow = per_store.split_features(platform, records, roots, splits,
                                             dataflow.default_cache_path(platform, features_dir.parent),
                                             kind=dataflow.dataflow_rows(levels))
     missing = {name: m["rows"] for name, m in flow["missing"].items() if m["rows"]}
@@ -53,6 +54,14 @@ def model_inputs(model_name: str, platform: str, params: dict[str, Any], feature
     featurizer = dataflow.PacmFeaturizer(int(summary["max_rows"]), int(flow["max_rows"]), levels)
     return ({name: {**arrays, "x": featurizer.pack(stores[name], blocks[name])} for name, arrays in splits.items()},
             featurizer)
+
+
+def workload_stores(params: dict[str, Any], records_root: str | Path = "data/records") -> list[str]:
+    """Where the validated records' workloads are: `records_root` first, then every store that
+    `validate.stores` reads (Tenset's, the tuning runs' -- a held-out network's tuning records
+    would otherwise get no PerStoreFeature at all)."""
+    roots = [str(records_root), *map(str, (params.get("validate") or {}).get("stores") or [])]
+    return list(dict.fromkeys(roots))
 
 
 def restrict_to_sample(split: dict[str, np.ndarray], sample_path: str | Path) -> dict[str, np.ndarray]:
