@@ -1,7 +1,7 @@
-"""Search a token model's training recipe on one platform's features, then judge the winner once.
+"""Search a cost model's training recipe on one platform's features, then judge the winner once.
 
 Optuna's TPE sampler proposes `--trials` recipes (learning rate, batch size, weight decay, loss and, for
-TCL, depth / d_state / expand: tcl.recipe.search); each is trained for `--epochs` on the train split and
+TCL and tcl_stores, depth / d_state / expand: tcl.recipe.search); each is trained for `--epochs` on the train split and
 scored on the validation split (top-1 as the mean per task, the promotion gate's figure). The held-out
 test split plays no part in the choice: afterwards the best recipe and params.yaml's own recipe are
 trained again for `--final-epochs` and scored on it once, eq. 12 and the mean per task with bootstrap CIs.
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._out import add_out_args, out_path, provenance, provenance_line  # noqa: E402
 
 REPORT = "reports/recipe"
-TOKEN_MODELS = ("tcl", "mlp", "tlp")
+MODELS = ("tcl", "tcl_stores", "mlp", "tlp", "tenset_mlp")  # trained by gradients, on tokens or PerStoreFeature
 
 
 def _cell(metrics: dict, key: str) -> str:
@@ -60,14 +60,14 @@ def main(argv: list[str] | None = None) -> dict:
     from tcl.config import load_params
     from tcl.data.store import atomic_write_bytes
     from tcl.features.dataset import load_split
-    from tcl.features.tokenizer import Tokenizer
     from tcl.models.base import predict
     from tcl.recipe import best_trial, search_recipe, train_recipe
+    from tcl.train.inputs import model_inputs
     from tcl.train.evaluate import ranking_metrics
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--platform", default="zen4-avx512-1c")
-    ap.add_argument("--model", default="tcl", choices=TOKEN_MODELS)
+    ap.add_argument("--model", default="tcl", choices=MODELS)
     ap.add_argument("--trials", type=int, default=12)
     ap.add_argument("--epochs", type=int, default=2, help="epochs of each search trial")
     ap.add_argument("--final-epochs", type=int, default=None, help="epochs of the two test runs (default --epochs)")
@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> dict:
     if not (directory / "train.npz").exists():
         raise SystemExit(f"{directory}: no features; run `dvc repro featurize` first")
     splits = {s: load_split(directory, s) for s in ("train", "validation", "test")}
-    rows, cols = Tokenizer.load(Path(args.features) / "tokenizer.json").feature_shape
+    splits, featurizer = model_inputs(args.model, args.platform, params, directory, splits)
+    rows, cols = featurizer.feature_shape
     shape = {"feat_dim": cols, "seq_len": rows}
     final_epochs = args.final_epochs or args.epochs
     with tracking.run(params, f"recipe-search-{args.model}-{args.platform}",

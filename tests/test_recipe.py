@@ -85,5 +85,6 @@ def test_the_validation_score_follows_the_ranking_a_model_learns(tracked, one_th
 def test_the_default_space_and_the_recipe_split():
     space = default_space("tcl")
     assert {"lr", "batch_size", "weight_decay", "loss", "hparams.n_layer", "hparams.d_state"} <= set(space)
+    assert default_space("tcl_stores") == space  # the same Mamba model on other rows
     assert set(default_space("mlp")) == {"lr", "batch_size", "weight_decay", "loss"}
     assert split_recipe({"lr": 0.01, "hparams.d_state": 16}) == ({"lr": 0.01}, {"d_state": 16})

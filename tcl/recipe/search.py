@@ -28,10 +28,9 @@ OPTIMIZER_SPACE: dict[str, tuple] = {
     "weight_decay": ("choice", [0.0, 1e-5, 1e-4]),
     "loss": ("choice", list(LOSSES)),
 }
-MODEL_SPACES: dict[str, dict[str, tuple]] = {
-    "tcl": {"hparams.n_layer": ("int", 1, 3), "hparams.d_state": ("choice", [8, 16, 32]),
-            "hparams.expand": ("choice", [1, 2])},
-}
+MAMBA_SPACE = {"hparams.n_layer": ("int", 1, 3), "hparams.d_state": ("choice", [8, 16, 32]),
+               "hparams.expand": ("choice", [1, 2])}
+MODEL_SPACES: dict[str, dict[str, tuple]] = {"tcl": MAMBA_SPACE, "tcl_stores": MAMBA_SPACE}
 
 
 def default_space(model_name: str) -> dict[str, tuple]:
