@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -33,9 +37,47 @@ def retry_options(params: dict[str, Any], unit: str) -> dict[str, Any]:
     return {"retries": count, "retry_delay_seconds": delay, "retry_condition_fn": retry_if_flaky}
 
 
+_stopping = threading.Event()
+
+
+@contextmanager
+def stopping_on_signals(grace_s: float = 15.0):
+    """Around a measuring flow's body: SIGTERM and Ctrl-C end the process for good.
+
+    `kill -- -<pid>` (make collect's stop) signals the builder and runner processes too; their death
+    fails the running task, and a retry would start them again and go on measuring. The signal also
+    stops Prefect's temporary server, and Prefect's shutdown then waits on it: after `grace_s` the
+    process exits anyway (what was measured is committed batch by batch). Prefect sets its own
+    SIGTERM handler when a flow starts, hence inside the flow; that handler still runs. The previous
+    handlers come back when the body ends (a test that runs a flow keeps its Ctrl-C)."""
+    if threading.current_thread() is not threading.main_thread():  # signals can only be set there
+        yield
+        return
+
+    def chained(previous):
+        def stop(signum, frame):
+            if not _stopping.is_set():
+                _stopping.set()
+                threading.Timer(grace_s, os._exit, (128 + signum,)).start()
+            if callable(previous):
+                previous(signum, frame)
+            raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
+        return stop
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig, handler in previous.items():
+        signal.signal(sig, chained(handler))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def retry_if_flaky(task, task_run, state) -> bool:
-    """Prefect retry condition: retry unless the failure is one a retry cannot fix (NOT_RETRIED)."""
-    return not isinstance(state.result(raise_on_failure=False), NOT_RETRIED)
+    """Prefect retry condition: retry unless the failure is one a retry cannot fix (NOT_RETRIED)
+    or the process was told to stop (`stopping_on_signals`)."""
+    return not _stopping.is_set() and not isinstance(state.result(raise_on_failure=False), NOT_RETRIED)
 
 
 def content_key(files: Iterable[str | Path], code: Iterable[str], config: Any) -> str:

@@ -9,7 +9,7 @@ from flows import _tvm_first  # noqa: F401  (must precede Prefect: see its docst
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows._tasks import retry_options
+from flows._tasks import retry_options, stopping_on_signals
 from tcl.collect.collector import collect_pools, measure_task
 from tcl.collect.settings import overlaid
 from flows._params import load_checked_params
@@ -32,8 +32,9 @@ def collect_flow(params_path: str = "params.yaml", store_root: str = "data/recor
     params = load_checked_params(params_path)
     if section:
         params, store_root = overlaid(params, section)
-    summaries = collect_pools(params, RecordStore(store_root), progress,
-                              measure=measure.with_options(**retry_options(params, "measure")))
+    with stopping_on_signals():  # `kill -- -<pid>` or Ctrl-C: no retry starts the measuring processes again
+        summaries = collect_pools(params, RecordStore(store_root), progress,
+                                  measure=measure.with_options(**retry_options(params, "measure")))
     logger = get_run_logger()
     for s in summaries:
         if s.skipped:

@@ -17,7 +17,7 @@ from flows import _env  # noqa: F401  (closed-network defaults before Prefect lo
 from flows.collect import measure  # first: it loads TVM's intrinsics before Prefect (flows/_tvm_first.py)
 from prefect import flow, get_run_logger
 
-from flows._tasks import retry_options
+from flows._tasks import retry_options, stopping_on_signals
 from tcl.collect.grow import grow
 from tcl.collect.host import NewMachine
 from flows._params import load_checked_params
@@ -28,9 +28,10 @@ def grow_flow(platform: str | None = None, params_path: str = "params.yaml", sto
               every_min: float = 20.0, push: bool = True, git: bool = True, progress: bool = True) -> list:
     """Measure, on every platform of this CPU, what the store lacks; commit and push every `every_min`."""
     params = load_checked_params(params_path)
-    summaries = grow(params, store_root, every_min=every_min, push=push, git=git, progress=progress,
-                     measure=measure.with_options(**retry_options(params, "measure")), only=platform,
-                     params_path=params_path)
+    with stopping_on_signals():  # `kill -- -<pid>` or Ctrl-C: no retry starts the measuring processes again
+        summaries = grow(params, store_root, every_min=every_min, push=push, git=git, progress=progress,
+                         measure=measure.with_options(**retry_options(params, "measure")), only=platform,
+                         params_path=params_path)
     logger = get_run_logger()
     for s in summaries:
         logger.info("platform %s: %d tasks, %d measured now (%d failed), %d were already there, %d records in store",

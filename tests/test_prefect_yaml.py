@@ -80,6 +80,38 @@ def test_retry_options_come_from_params_and_retry_only_what_a_retry_can_fix(repo
     assert not retry_if_flaky(None, None, Failed(data=KeyError("unknown platform")))
 
 
+@pytest.mark.parametrize("sig, handler", [("SIGTERM", True), ("SIGINT", True), ("SIGTERM", False)])
+def test_a_signal_to_the_process_group_ends_a_measuring_flow(sig, handler):
+    """`kill -- -<pid>` (make collect's stop) or Ctrl-C also kills the task's worker and Prefect's temporary
+    server; the flow must end without retrying the task. Without `stopping_on_signals` (the control case) the
+    process is still there after 12 s."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cmd = [sys.executable, str(REPO / "tests" / "stop_driver.py")] + ([] if handler else ["--no-stop-handler"])
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        seen = []
+        while not seen or seen[-1].strip() != "working":
+            seen.append(proc.stdout.readline())
+            assert seen[-1] or pytest.fail("".join(seen)[-3000:])  # ended before its task started
+        time.sleep(1)
+        os.killpg(proc.pid, getattr(signal, sig))
+        rest, _ = proc.communicate(timeout=60 if handler else 12)
+        assert handler, f"without the handler the flow ended too:\n{rest[-3000:]}"
+        assert "working" not in rest and "Retry" not in rest, rest[-3000:]
+    except subprocess.TimeoutExpired:
+        assert not handler, "the flow went on after the signal"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 def test_content_key_changes_with_the_input_bytes_and_the_config(tmp_path):
     data = tmp_path / "inputs.bin"
     data.write_bytes(b"a")
