@@ -212,7 +212,8 @@ def run(platform_name: str, params: dict[str, Any], *, epochs: int, seed: int, m
     if set(models) & set(PSF_MODELS):
         log("PerStoreFeature: loading/extracting ...")
         try:
-            feats, result["per_store"] = split_features(platform_name, validated, workload_stores(params, store_root), splits,
+            roots = workload_stores(params, store_root)
+            feats, result["per_store"] = split_features(platform_name, validated, roots, splits,
                                                           default_cache_path(platform_name, features_root),
                                                           extract_threads)
         except ValueError as e:
