@@ -142,11 +142,12 @@ def uncommitted_params(repo: Path, params_path: str | Path) -> list[str]:
 def grow(params: dict[str, Any], store_root: str | Path = "data/records", *, repo: str | Path = ".",
          every_min: float = 20.0, push: bool = True, git: bool = True, progress: bool = True,
          measure: Callable[..., tuple[int, int]] = measure_task, only: str | None = None,
-         params_path: str | Path | None = None) -> list[CollectSummary]:
+         params_path: str | Path | None = None, platforms: list[str] | None = None) -> list[CollectSummary]:
     """Measure what the knowledge base lacks on this machine's platforms, checkpointing as it goes.
 
     `only`, a platform name, must be one of this machine's (a deployment pinned to a host's pool
-    fails at once on a worker of another machine); all of this machine's platforms are measured.
+    fails at once on a worker of another machine); all of this machine's platforms are measured,
+    or just `platforms` (this machine's too) when the time is short and one ISA matters most.
     With git checkpoints and `params_path`, the collect stage's params must be committed first."""
     if git and params_path is not None:
         changed = uncommitted_params(Path(repo), params_path)
@@ -157,6 +158,11 @@ def grow(params: dict[str, Any], store_root: str | Path = "data/records", *, rep
     here = require_host_platforms(params)
     if only is not None and only not in here:
         raise RuntimeError(f"platform '{only}' is not measured on this machine (its platforms: {here})")
+    if platforms:
+        foreign = [p for p in platforms if p not in here]
+        if foreign:
+            raise RuntimeError(f"platforms {foreign} are not measured on this machine (its platforms: {here})")
+        here = [p for p in here if p in platforms]
     local = {**params, "collect": {**params["collect"], "platforms": here}}
     log.info("this machine measures %s", here)
     ckpt = Checkpointer(Path(repo), every_s=every_min * 60, push=push, git=git) if (git or push) else None
