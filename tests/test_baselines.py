@@ -74,6 +74,9 @@ def test_missing_workload_is_reported_not_dropped_and_found_in_another_store_lat
     part, cache = table.slice(0, 3), tmp_path / "psf.npz"
     feats, errors = record_features(part, [tmp_path], cache)
     assert feats == [None] * 3 and all("no workload" in e for e in errors)
+    written = cache.stat().st_mtime_ns
+    record_features(part, [tmp_path], cache)  # the same miss again: nothing new, so the cache is not rewritten
+    assert cache.stat().st_mtime_ns == written
     feats, errors = record_features(part, [tmp_path, workload_dir(store.root, host_platform.name)], cache)
     assert not any("no workload" in e for e in errors) and any(f is not None for f in feats), errors
     params = {"validate": {"stores": ["data/records", "data/tenset", "data/tuning"]}}

@@ -240,9 +240,11 @@ def record_features(table: pa.Table, workload_dirs: Iterable[str | Path], cache_
         todo = todo.take(pa.array(np.sort(first)))
         log.info("%s: extracting %d record(s) (%d cached)", kind.label, todo.num_rows, len(ids) - len(missing))
         feats, errors = extract_records(todo, workload_dirs, num_threads, kind)
+        learned = False  # a retry that again found no workload has nothing new to write
         for rid, f, e in zip(todo.column("record_id").to_pylist(), feats, errors):
+            learned |= cache.errors.get(rid) != e or rid not in cache.feats
             cache.feats[rid], cache.errors[rid] = f, e
-        if cache_path:
+        if cache_path and learned:
             cache.save()
     return [cache.feats[r] for r in ids], [cache.errors[r] for r in ids]
 
