@@ -130,3 +130,19 @@ def test_grow_measures_what_is_missing_and_commits_it(repo):
     (repo / "params.yaml").write_text(yaml.safe_dump(params))
     with pytest.raises(RuntimeError, match=r"sections \['collect'\] differ from the last commit"):
         grow(params, repo / "data" / "records", repo=repo, params_path=repo / "params.yaml")
+
+
+def test_grow_measures_only_the_platforms_asked_for_when_given(tmp_path):
+    """`make collect COLLECT_ARGS="--platforms ..."`: of this CPU's platforms, only those named are
+    measured (the pools are still drawn on the source); a platform of another CPU is refused by name."""
+    params = _params()
+    here = params["platforms"]["here-1c"]
+    params["platforms"]["here-sse4-1c"] = {**here, "target": {"kind": "llvm", "mcpu": "nehalem", "num-cores": 1}}
+    params["collect"]["platforms"] = ["here-1c", "here-sse4-1c"]
+    params["collect"]["tasks_per_network"] = 1
+    store = tmp_path / "records"
+    summaries = grow(params, store, repo=tmp_path, push=False, git=False, progress=False, platforms=["here-sse4-1c"])
+    measured = {s.platform: s.measured_now for s in summaries}
+    assert measured.get("here-sse4-1c", 0) >= 1 and measured.get("here-1c", 0) == 0, measured
+    with pytest.raises(RuntimeError, match=r"platforms \['elsewhere-1c'\] are not measured on this machine"):
+        grow(params, store, repo=tmp_path, push=False, git=False, progress=False, platforms=["elsewhere-1c"])

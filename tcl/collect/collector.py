@@ -206,7 +206,8 @@ def collect_pools(params: dict[str, Any], store: RecordStore, progress: bool = T
                          f"'{source.name}': a pool drawn for one kind cannot be replayed on another")
     here, away = [], {}
     remote = measure_mode(cfg.get("runner") or {}) == "rpc"  # boards are timed elsewhere: no host check here
-    for p in [source, *others]:
+    # The source draws the pools; it is timed only when it is one of `platforms` (grow --platforms may leave it out).
+    for p in [source, *others] if source.name in cfg["platforms"] else others:
         # Pools are drawn here all the same: search needs no device, so a GPU machine's time goes to timing.
         reason = None if remote else unmeasurable(p)
         if reason:

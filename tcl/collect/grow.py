@@ -147,7 +147,8 @@ def grow(params: dict[str, Any], store_root: str | Path = "data/records", *, rep
 
     `only`, a platform name, must be one of this machine's (a deployment pinned to a host's pool
     fails at once on a worker of another machine); all of this machine's platforms are measured,
-    or just `platforms` (this machine's too) when the time is short and one ISA matters most.
+    or just `platforms` (this machine's too) when the time is short and one ISA matters most: the
+    pools are drawn on `collect.source` all the same.
     With git checkpoints and `params_path`, the collect stage's params must be committed first."""
     if git and params_path is not None:
         changed = uncommitted_params(Path(repo), params_path)
