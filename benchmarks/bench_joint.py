@@ -13,6 +13,10 @@ In the union a task keeps one group per platform (its programs are ranked agains
 only within one platform's measurements). Tenset-MLP's input (TVM's PerStoreFeature) has no
 hardware row: the report says how many programs measured on two platforms get the same input.
 
+`tcl_stores_hw` is `tcl_stores` with the hardware row (the tokenizer's normalized specs, as TCL's
+tokens carry it) put before each program's stores: the Mamba scan reads it first, so unlike
+Tenset-MLP's sum over stores the model can condition every store's score on the platform.
+
 Each (model, setting, platform, seed) cell trains one model from scratch and writes its test scores
 to `<cells>/<model>-<setting>-<platform>-s<seed>.json` (the joint cell's platform is `all`); a cell
 already there is skipped, so a killed run resumes. Figures: tcl.train.evaluate (eq. 12 and mean per
@@ -51,6 +55,8 @@ SETTING_LABELS = {"per_platform": "per-platform", "joint": "joint", "lopo": "lea
 ALL = "all"              # the joint cell's platform field
 REPORT = "reports/joint"
 MODELS = ("tcl", "tenset_mlp")
+BASE_MODEL = {"tcl_stores_hw": "tcl_stores"}   # benchmark variants: the registered model it trains, on other input
+JOINT_LABELS = {**LABELS, "tcl_stores_hw": "TCL on stores + hardware row"}
 Splits = dict[str, dict[str, np.ndarray]]
 
 
@@ -117,6 +123,20 @@ def load_inputs(model_name: str, platforms: list[str], params: dict[str, Any], f
     return {p: {name: {**s, "x": widen(s["x"], width)} for name, s in splits.items()} for p, splits in out.items()}
 
 
+def with_hardware_row(inputs: Splits, params: dict[str, Any], hardware) -> Splits:
+    """Each platform's inputs with one row first: its spec vector as `hardware` (the tokenizer's
+    HardwareNormalizer) normalizes it for TCL's tokens (TCL §5.1)."""
+    from tcl.platforms import get_platform
+
+    out = {}
+    for p, splits in inputs.items():
+        width = next(iter(splits.values()))["x"].shape[2]
+        row = hardware.transform(get_platform(params, p).spec_vector, cols=width)[0]
+        out[p] = {name: {**s, "x": np.concatenate([np.broadcast_to(row, (len(s["x"]), 1, width)), s["x"]], axis=1)}
+                  for name, s in splits.items()}
+    return out
+
+
 def platform_visibility(inputs: Splits) -> dict[str, Any]:
     """Of the training programs measured on two platforms (same program id), how many get different
     inputs: 1.0 means the model can tell every such pair apart, 0.0 that it sees one program twice
@@ -151,7 +171,7 @@ def run_cells(model_name: str, inputs: Splits, params: dict[str, Any], seeds: li
             scored = scored_platforms(setting, platform, platforms)
             check_held_out(train, {p: inputs[p]["test"] for p in scored}, setting, platform)
             x_test = np.concatenate([inputs[p]["test"]["x"] for p in scored])
-            scores, seconds = train_cell(model_name, train["x"], train, np.arange(len(train["label"])), x_test,
+            scores, seconds = train_cell(BASE_MODEL.get(model_name, model_name), train["x"], train, np.arange(len(train["label"])), x_test,
                                          train["x"].shape[1:], params, epochs, seed)
             ends = np.cumsum([len(inputs[p]["test"]["label"]) for p in scored])
             by_platform = dict(zip(scored, np.split(scores, ends[:-1])))
@@ -200,7 +220,8 @@ def render(report: dict[str, Any]) -> str:
     for platform in report["platforms"]:
         for p in (q for q in report["points"] if q["platform"] == platform):
             on = "all" if p["setting"] == "joint" else ("all but this" if p["setting"] == "lopo" else "this")
-            lines.append("| " + " | ".join([platform, LABELS.get(p["model"], p["model"]), SETTING_LABELS[p["setting"]],
+            lines.append("| " + " | ".join([platform, JOINT_LABELS.get(p["model"], p["model"]),
+                                            SETTING_LABELS[p["setting"]],
                                             on, str(p["train_programs"]), str(p["train_tasks"]), str(len(p["seeds"])),
                                             str(p["epochs"]), _ci(p, "top1_ratio_of_sums"),
                                             _ci(p, "top1_mean_per_task"), _ci(p, "top5_ratio_of_sums"),
@@ -213,7 +234,7 @@ def render(report: dict[str, Any]) -> str:
               "not of the difference):", "", "| platform | model | joint - per-platform | leave-one-out - per-platform |",
               "|---|---|---|---|"]
     for d in report["deltas"]:
-        lines.append(f"| {d['platform']} | {LABELS.get(d['model'], d['model'])} | {d['joint']:+.3f} | {d['lopo']:+.3f} |")
+        lines.append(f"| {d['platform']} | {JOINT_LABELS.get(d['model'], d['model'])} | {d['joint']:+.3f} | {d['lopo']:+.3f} |")
     lines += [""]
     for platform in report["platforms"]:
         comp = report["test_composition"][platform]
@@ -221,7 +242,7 @@ def render(report: dict[str, Any]) -> str:
                      f"{len(comp['networks'])} network instances; the 5 heaviest tasks carry "
                      f"{comp['eq12_weight_share_top5_tasks']:.0%} of eq. 12's weight.")
     for model, v in report["platform_visibility"].items():
-        lines.append(f"- {LABELS.get(model, model)}: of {v['shared_programs']} (program, platform pair) training "
+        lines.append(f"- {JOINT_LABELS.get(model, model)}: of {v['shared_programs']} (program, platform pair) training "
                      f"programs measured on two platforms, {v['different_inputs']} ({v['share']:.0%}) get different "
                      "inputs" + ("" if v["share"] > 0 else ": the joint model cannot tell the platforms apart"))
     lines += [f"- CIs: {report['eval']['ci']:.0%} percentile bootstrap, "
@@ -272,7 +293,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
                        label=SETTING_LABELS.get(bar, "random scorer"), color="grey" if bar == "random" else f"C{i}")
             ax.set_xticks(np.arange(len(platforms)), platforms, fontsize=8)
             ax.set_ylabel(f"held-out {title}")
-            ax.set_title(LABELS.get(model, model))
+            ax.set_title(JOINT_LABELS.get(model, model))
             ax.set_ylim(0, 1)
             ax.grid(axis="y", alpha=0.3)
             ax.legend(fontsize=7)
@@ -299,7 +320,7 @@ def main(argv: list[str] | None = None) -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--platforms", nargs="+", default=None, help="default: params.yaml train.platforms")
-    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=sorted(LABELS))
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=sorted(JOINT_LABELS))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     add_epochs_args(ap, "tcl=2")
     ap.add_argument("--cells", type=Path, default=REPO / "tmp" / "joint", help="per-cell JSONs")
@@ -309,7 +330,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     params = load_params(args.params)
     platforms = args.platforms or list(params["train"]["platforms"])
-    epochs_of = epochs_by_model(args, int(params["train"]["epochs"]), LABELS)
+    epochs_of = epochs_by_model(args, int(params["train"]["epochs"]), JOINT_LABELS)
     prov = provenance(__file__, argv)  # the data as locked when the run starts
     features_root, records_root = REPO / "data" / "features", REPO / "data" / "records"
     import torch
@@ -320,7 +341,10 @@ def main(argv: list[str] | None = None) -> None:
                              "data_version": prov["data_version"]})
         visibility = {}
         for model_name in args.models:
-            inputs = load_inputs(model_name, platforms, params, features_root, records_root)
+            inputs = load_inputs(BASE_MODEL.get(model_name, model_name), platforms, params, features_root, records_root)
+            if model_name in BASE_MODEL:
+                from tcl.features.tokenizer import Tokenizer
+                inputs = with_hardware_row(inputs, params, Tokenizer.load(features_root / "tokenizer.json").hardware)
             visibility[model_name] = platform_visibility(inputs)
             run_cells(model_name, inputs, params, args.seeds, epochs_of[model_name], args.cells)
         tests = {p: load_split(features_root / p, "test") for p in platforms}

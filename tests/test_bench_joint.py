@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from benchmarks.bench_joint import (aggregate, cell_path, cells_of, check_held_out, platform_visibility, render,
-                                    report_of, run_cells, training_platforms, union)
+                                    report_of, run_cells, training_platforms, union, with_hardware_row)
 from tcl.train.evaluate import EvalSettings
 
 PLATFORMS = ["pa", "pb", "pc"]
@@ -66,6 +66,28 @@ def test_visibility_says_whether_inputs_tell_platforms_apart(inputs):
     same = {p: {"train": {**inputs[p]["train"], "x": inputs["pa"]["train"]["x"]}} for p in PLATFORMS}
     v = platform_visibility(same)
     assert v == {"shared_programs": 3 * 18, "different_inputs": 0, "share": 0.0}
+
+
+def test_the_hardware_row_tells_platforms_apart_that_per_store_inputs_do_not():
+    """tcl_stores_hw: two platforms' identical PerStoreFeature inputs differ once each carries its
+    hardware row first, and the stores behind it are untouched."""
+    from tcl.config import load_params
+    from tcl.features.hardware import HardwareNormalizer
+    from tcl.platforms import get_platform
+
+    params = load_params("params.yaml")
+    names = ["zen4-avx512-1c", "emr-avx512-1c"]
+    same = _split(0, ["t1", "t2"])
+    inputs = {p: {"train": dict(same), "test": _split(0, ["u1"])} for p in names}
+    assert platform_visibility(inputs)["share"] == 0.0
+    hardware = HardwareNormalizer().fit([get_platform(params, p).spec_vector for p in names])
+    marked = with_hardware_row(inputs, params, hardware)
+    assert platform_visibility(marked)["share"] == 1.0
+    for p in names:
+        x = marked[p]["train"]["x"]
+        assert x.shape == (len(same["x"]), same["x"].shape[1] + 1, 164)
+        np.testing.assert_array_equal(x[:, 1:], same["x"])
+        np.testing.assert_array_equal(x[0, 0], hardware.transform(get_platform(params, p).spec_vector, cols=164)[0])
 
 
 def test_cells_train_each_setting_resume_and_report(inputs, params, tmp_path, one_thread):
