@@ -171,8 +171,9 @@ def run_cells(model_name: str, inputs: Splits, params: dict[str, Any], seeds: li
             scored = scored_platforms(setting, platform, platforms)
             check_held_out(train, {p: inputs[p]["test"] for p in scored}, setting, platform)
             x_test = np.concatenate([inputs[p]["test"]["x"] for p in scored])
-            scores, seconds = train_cell(BASE_MODEL.get(model_name, model_name), train["x"], train, np.arange(len(train["label"])), x_test,
-                                         train["x"].shape[1:], params, epochs, seed)
+            scores, seconds = train_cell(BASE_MODEL.get(model_name, model_name), train["x"], train,
+                                         np.arange(len(train["label"])), x_test, train["x"].shape[1:], params,
+                                         epochs, seed)
             ends = np.cumsum([len(inputs[p]["test"]["label"]) for p in scored])
             by_platform = dict(zip(scored, np.split(scores, ends[:-1])))
             cell = {"model": model_name, "setting": setting, "platform": platform, "seed": seed, "epochs": epochs,
@@ -234,7 +235,8 @@ def render(report: dict[str, Any]) -> str:
               "not of the difference):", "", "| platform | model | joint - per-platform | leave-one-out - per-platform |",
               "|---|---|---|---|"]
     for d in report["deltas"]:
-        lines.append(f"| {d['platform']} | {JOINT_LABELS.get(d['model'], d['model'])} | {d['joint']:+.3f} | {d['lopo']:+.3f} |")
+        lines.append(f"| {d['platform']} | {JOINT_LABELS.get(d['model'], d['model'])} | {d['joint']:+.3f} | "
+                     f"{d['lopo']:+.3f} |")
     lines += [""]
     for platform in report["platforms"]:
         comp = report["test_composition"][platform]
@@ -242,8 +244,8 @@ def render(report: dict[str, Any]) -> str:
                      f"{len(comp['networks'])} network instances; the 5 heaviest tasks carry "
                      f"{comp['eq12_weight_share_top5_tasks']:.0%} of eq. 12's weight.")
     for model, v in report["platform_visibility"].items():
-        lines.append(f"- {JOINT_LABELS.get(model, model)}: of {v['shared_programs']} (program, platform pair) training "
-                     f"programs measured on two platforms, {v['different_inputs']} ({v['share']:.0%}) get different "
+        lines.append(f"- {JOINT_LABELS.get(model, model)}: of {v['shared_programs']} (program, platform pair) "
+                     f"training programs measured on two platforms, {v['different_inputs']} ({v['share']:.0%}) get different "
                      "inputs" + ("" if v["share"] > 0 else ": the joint model cannot tell the platforms apart"))
     lines += [f"- CIs: {report['eval']['ci']:.0%} percentile bootstrap, "
               f"{report['eval']['bootstrap']} draws over held-out tasks, of the mean over seeds; ± is the seed "
@@ -341,7 +343,8 @@ def main(argv: list[str] | None = None) -> None:
                              "data_version": prov["data_version"]})
         visibility = {}
         for model_name in args.models:
-            inputs = load_inputs(BASE_MODEL.get(model_name, model_name), platforms, params, features_root, records_root)
+            inputs = load_inputs(BASE_MODEL.get(model_name, model_name), platforms, params, features_root,
+                                 records_root)
             if model_name in BASE_MODEL:
                 from tcl.features.tokenizer import Tokenizer
                 inputs = with_hardware_row(inputs, params, Tokenizer.load(features_root / "tokenizer.json").hardware)
