@@ -68,14 +68,12 @@ def test_visibility_says_whether_inputs_tell_platforms_apart(inputs):
     assert v == {"shared_programs": 3 * 18, "different_inputs": 0, "share": 0.0}
 
 
-def test_the_hardware_row_tells_platforms_apart_that_per_store_inputs_do_not():
+def test_the_hardware_row_tells_platforms_apart_that_per_store_inputs_do_not(params):
     """tcl_stores_hw: two platforms' identical PerStoreFeature inputs differ once each carries its
     hardware row first, and the stores behind it are untouched."""
-    from tcl.config import load_params
     from tcl.features.hardware import HardwareNormalizer
     from tcl.platforms import get_platform
 
-    params = load_params("params.yaml")
     names = ["zen4-avx512-1c", "emr-avx512-1c"]
     same = _split(0, ["t1", "t2"])
     inputs = {p: {"train": dict(same), "test": _split(0, ["u1"])} for p in names}
