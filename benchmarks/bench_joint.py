@@ -49,6 +49,7 @@ from tcl.config import load_params  # noqa: E402
 from tcl.data.store import atomic_write_bytes  # noqa: E402
 from tcl.features.dataset import load_split  # noqa: E402
 from tcl.train.evaluate import EvalSettings, composition, random_scorer_metrics, ranking_metrics  # noqa: E402
+from tcl.train.joint import platform_inputs, union  # noqa: E402
 
 SETTINGS = ("per_platform", "joint", "lopo")
 SETTING_LABELS = {"per_platform": "per-platform", "joint": "joint", "lopo": "leave-one-out"}
@@ -79,26 +80,6 @@ def scored_platforms(setting: str, platform: str, platforms: list[str]) -> list[
     return list(platforms) if setting == "joint" else [platform]
 
 
-def widen(x: np.ndarray, width: int) -> np.ndarray:
-    """`x` (N, rows, cols) with zero rows appended up to `width` (Tenset-MLP's store padding; tokens never need it)."""
-    if x.shape[1] > width:
-        raise ValueError(f"cannot narrow inputs of {x.shape[1]} rows to {width}")
-    return x if x.shape[1] == width else np.pad(x, ((0, 0), (0, width - x.shape[1]), (0, 0)))
-
-
-def union(splits: Splits, platforms: list[str]) -> dict[str, np.ndarray]:
-    """The rows of `platforms`' splits stacked, with a `platform` column; each platform's groups are
-    renumbered past the previous ones, so a task measured on two platforms is two groups."""
-    if not platforms:
-        raise ValueError("no platform to train on: a leave-one-out run needs at least two platforms")
-    parts, offset = [], 0
-    for p in platforms:
-        s = splits[p]
-        parts.append({**s, "group": s["group"] + offset, "platform": np.full(len(s["label"]), p)})
-        offset += int(s["group"].max()) + 1 if len(s["group"]) else 0
-    return {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
-
-
 def check_held_out(train: dict[str, np.ndarray], tests: Splits, setting: str, platform: str) -> None:
     """Fail if a scored platform's test task is in the training set, or a left-out platform's rows are."""
     if setting == "lopo" and platform in set(train["platform"]):
@@ -108,19 +89,6 @@ def check_held_out(train: dict[str, np.ndarray], tests: Splits, setting: str, pl
         if len(leaked):
             raise ValueError(f"data/features/{p}/test.npz: {len(leaked)} test task(s) are in the training set "
                              f"of {setting}/{platform} (e.g. {leaked[0]}); the features' split is broken")
-
-
-def load_inputs(model_name: str, platforms: list[str], params: dict[str, Any], features_root: Path,
-                records_root: Path, log=print) -> Splits:
-    """{platform: {"train", "test"}} with the model's `x`, every platform padded to one width."""
-    from tcl.train.inputs import model_inputs
-
-    out = {}
-    for p in platforms:
-        base = {s: load_split(features_root / p, s) for s in ("train", "test")}
-        out[p], _ = model_inputs(model_name, p, params, features_root / p, base, records_root=records_root, log=log)
-    width = max(s["x"].shape[1] for splits in out.values() for s in splits.values())
-    return {p: {name: {**s, "x": widen(s["x"], width)} for name, s in splits.items()} for p, splits in out.items()}
 
 
 def with_hardware_row(inputs: Splits, params: dict[str, Any], hardware) -> Splits:
@@ -343,8 +311,8 @@ def main(argv: list[str] | None = None) -> None:
                              "data_version": prov["data_version"]})
         visibility = {}
         for model_name in args.models:
-            inputs = load_inputs(BASE_MODEL.get(model_name, model_name), platforms, params, features_root,
-                                 records_root)
+            inputs, _ = platform_inputs(BASE_MODEL.get(model_name, model_name), platforms, params, features_root,
+                                        records_root=records_root)
             if model_name in BASE_MODEL:
                 from tcl.features.tokenizer import Tokenizer
                 inputs = with_hardware_row(inputs, params, Tokenizer.load(features_root / "tokenizer.json").hardware)

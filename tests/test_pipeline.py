@@ -38,7 +38,7 @@ TINY = {
     "sampling": {"platforms": [P2], "rate": 0.5, "rounds": 1, "model": "mlp", "epochs": 2},
     "transfer": {"order": [P1, P2], "rate": 0.5, "sampler": "random", "cl_epochs": 1, "kd_epochs": 1,
                  "threads": 1},
-    "tune": {"platforms": [P1], "network": "tiny_cnn", "cost_models": ["xgb", "tcl", "tenset_mlp"],
+    "tune": {"platforms": [P1], "network": "tiny_cnn", "cost_models": ["xgb", "tcl", "tenset_mlp", "tcl_stores_joint"],
              "trials": 16, "num_trials_per_iter": 4, "search": TINY_SEARCH},
 }
 
@@ -118,9 +118,15 @@ def test_dvc_repro_collects_validates_trains_registers_and_tunes(repo_copy):
     assert version.tags["platform"] == P1
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     stages = {r.data.tags.get("stage") for r in runs}
-    assert {"validate", "sample", "train", "transfer", "tune"} <= stages
+    assert {"validate", "sample", "train", "train_joint", "transfer", "tune"} <= stages
     on_sample = [r for r in runs if r.data.tags.get("stage") == "train" and r.data.tags.get("platform") == P2]
     assert on_sample and all(int(r.data.params["train_rows"]) == sampled[P2]["picked"] for r in on_sample)
+    # one joint model over both platforms: P1's whole training split and P2's sample, registered for each
+    joint = json.loads((repo / "reports/train/joint.json").read_text())["tcl_stores_joint"]
+    assert set(joint) == {P1, P2} and all(m["registered_model"] == f"tcl-tcl_stores_joint-{p}" for p, m in joint.items())
+    [joint_run] = [r for r in runs if r.data.tags.get("mlflow.runName") == "train-tcl_stores_joint"]
+    own = [r for r in runs if r.data.tags.get("stage") == "train" and r.data.tags.get("model") == "tenset_mlp"]
+    assert int(joint_run.data.params["train_rows"]) == sum(int(r.data.params["train_rows"]) for r in own)
 
     transfer = json.loads((repo / "reports/transfer/stage.json").read_text())
     assert transfer["order"] == [P1, P2] and transfer["platforms_loaded"] == [P1, P2]
@@ -130,8 +136,9 @@ def test_dvc_repro_collects_validates_trains_registers_and_tunes(repo_copy):
     assert (repo / "reports/transfer/stage-forgetting.png").stat().st_size > 5_000
 
     tuned = json.loads((repo / f"reports/tune/{P1}.json").read_text())
-    assert set(tuned) == {"xgb", "tcl", "tenset_mlp"}
+    assert set(tuned) == {"xgb", "tcl", "tenset_mlp", "tcl_stores_joint"}
     assert tuned["tenset_mlp"]["model"]["registered_model"] == f"tcl-tenset_mlp-{P1}"
+    assert tuned["tcl_stores_joint"]["model"]["registered_model"] == f"tcl-tcl_stores_joint-{P1}"
     for row in tuned.values():
         assert row["trials"] == 16
         assert row["max_abs_diff"] < 1e-4  # the tuned network computes what PyTorch computes

@@ -1,9 +1,10 @@
-"""Run records of the train stage: one run per trained model, its bundle registered (tcl.train.pipeline).
+"""Run records of the train stages: one run per trained model, its bundle registered (tcl.train.pipeline),
+and per joint model (tcl.train.joint) one run with a nested run per platform it is registered for.
 
-Rebuilt from `reports/train/<platform>.json` (final metrics, the registered name and version,
-the gate's decision), `models/<platform>/<model>/bundle.json` and the params dvc.lock says
-the stage ran with. Per-epoch curves are not in these files, so a rebuilt run has the final
-figures only.
+Rebuilt from `reports/train/<platform>.json` / `reports/train/joint.json` (final metrics, the
+registered name and version, the gate's decision), the saved bundles' `bundle.json` and the params
+dvc.lock says the stage ran with. Per-epoch curves are not in these files, so a rebuilt run has the
+final figures only.
 """
 
 from __future__ import annotations
@@ -34,12 +35,32 @@ def train_records(root: Path, lock: Lock) -> list[RunRecord]:
     return records
 
 
+def joint_train_records(root: Path, lock: Lock) -> list[RunRecord]:
+    metrics_path = root / "reports" / "train" / "joint.json"
+    if not lock.has("train_joint") or not metrics_path.exists():
+        return []
+    used = lock.params("train_joint")
+    commit = lock.recording_commit("train_joint", "models/joint")
+    records = []
+    for name, by_platform in json.loads(metrics_path.read_text()).items():
+        parent = RunRecord(record_key(f"train-{name}", metrics_path), f"train-{name}",
+                           {"stage": "train_joint", "model": name})
+        parent.params = {"model": name, "platforms": ",".join(by_platform), "data_version": lock.data_version()}
+        for platform, m in by_platform.items():
+            if m.get("registered_model"):
+                floor = {"test_top1_ratio_of_sums": m.get("random_test_top1"), "test_tasks": m.get("test_tasks", "")}
+                parent.children.append(_record(root, lock, platform, name, m, used, commit, metrics_path, floor,
+                                               bundle_dir=f"models/joint/{name}/{platform}"))
+        records.append(parent)
+    return records
+
+
 def _record(root: Path, lock: Lock, platform: str, model: str, m: dict, used: dict, commit: str,
-            metrics_path: Path, floor: dict) -> RunRecord:
-    bundle_dir = f"models/{platform}/{model}"
+            metrics_path: Path, floor: dict, bundle_dir: str | None = None) -> RunRecord:
+    bundle_dir = bundle_dir or f"models/{platform}/{model}"
     bundle = json.loads((root / bundle_dir / "bundle.json").read_text())
     cfg = used.get("train") or {}
-    hparams = (cfg.get("hparams") or {}).get(model) or {}
+    hparams = (cfg.get("hparams") or {}).get(bundle["model_name"]) or {}   # a joint model's are its class's
     data_version = lock.data_version()
     name = f"train-{model}-{platform}"
     run = RunRecord(record_key(name, metrics_path, root / bundle_dir / "bundle.json"), name,

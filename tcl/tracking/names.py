@@ -9,3 +9,12 @@ CHALLENGER = "challenger"  # the last version the gate looked at
 def registered_name(prefix: str, platform: str, model_name: str) -> str:
     """`<prefix>-<model>-<platform>`: one registered model per model and platform."""
     return f"{prefix}-{model_name}-{platform}"
+
+
+JOINT_SUFFIX = "_joint"
+
+
+def joint_name(model_name: str) -> str:
+    """`tcl_stores_joint`: the registered (and tuning) name of `model_name` trained once on every platform
+    (tcl.train.joint), registered per platform like the others."""
+    return model_name + JOINT_SUFFIX

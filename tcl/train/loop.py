@@ -59,7 +59,7 @@ class TrainConfig:
 
 
 # The train section's keys that are not optimizer settings (read by the train stage and tcl.train.evaluate).
-TRAIN_SECTION_KEYS = ("platforms", "models", "checkpoint_dir", "eval", "hparams")
+TRAIN_SECTION_KEYS = ("platforms", "models", "joint_models", "checkpoint_dir", "eval", "hparams")
 
 
 @dataclass

@@ -95,7 +95,7 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
         start = time.perf_counter()
         if getattr(model, "trains_by_gradient", True):
             history = fit(model, train["x"], train["label"], train["group"], tcfg, on_epoch, checkpoint=ckpt)
-            _log_resumed(history)
+            log_resumed(history)
             trained_epochs = tcfg.epochs - history.start_epoch
         else:  # trees: one fit, no epochs to checkpoint
             model.fit_ranker(train["x"], train["label"], train["group"], seed=tcfg.seed, threads=tcfg.threads)
@@ -117,8 +117,8 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
         bundle = ModelBundle(model_name=model_name, model=model, featurizer=featurizer, platform=platform.name,
                              spec_vector=platform.spec_vector, meta={"train_rows": int(len(train["x"]))})
         bundle_dir = bundle.save(Path(out_dir) / model_name)
-        metrics.update(_register(bundle, bundle_dir, model_name, platform, params, features_dir, data_version,
-                                 train["x"][:4], {**metrics, **evidence}))
+        metrics.update(register_bundle(bundle, bundle_dir, model_name, platform, params, features_dir, data_version,
+                                       train["x"][:4], {**metrics, **evidence}))
     if len(test["x"]):
         metrics.update(per_task_top1=per_task(test, test_scores), per_network_top1=per_network(test, test_scores))
     ckpt.unlink(missing_ok=True)
@@ -131,16 +131,16 @@ def checkpoint_path(params: dict[str, Any], platform: str, model_name: str) -> P
     return root / platform / f"{model_name}.pt"
 
 
-def _log_resumed(history) -> None:
+def log_resumed(history) -> None:
     """Where training started, and the losses of epochs a killed run finished (steps as then)."""
     tracking.log_param("resumed_from_epoch", history.start_epoch)
     for epoch, loss in enumerate(history.train_loss[:history.start_epoch]):
         tracking.log_metric("train_loss", loss, step=epoch)
 
 
-def _register(bundle: ModelBundle, bundle_dir: Path, model_name: str, platform: Platform, params: dict[str, Any],
-              features_dir: str | Path, data_version: str, example: np.ndarray, metrics: dict[str, Any]
-              ) -> dict[str, Any]:
+def register_bundle(bundle: ModelBundle, bundle_dir: Path, model_name: str, platform: Platform,
+                    params: dict[str, Any], features_dir: str | Path, data_version: str, example: np.ndarray,
+                    metrics: dict[str, Any]) -> dict[str, Any]:
     """Register the bundle as a new version (provenance tags, held-out scores) and run the promotion
     gate on the platform's validation split; nothing to register when tracking is off."""
     if not tracking.live():

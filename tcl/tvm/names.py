@@ -3,6 +3,7 @@ and the search modifiers that go with either.
 
     xgb, random              TVM's own cost models (xgb learns each task from scratch)
     tcl, tenset_mlp, ckd     a registered model, frozen while tuning
+    tcl_stores_joint         ... trained once on every platform's programs (tcl.train.joint)
     tcl+moa, tenset_mlp+ft   ... adapting online (tcl.tvm.online: ft, moa)
     pretrained_xgb+boost     the registered `<prefix>-xgb-<platform>` growing per-task trees
     ...+draft                PSA drafts, the model verifies the top candidates (tcl.tvm.draft)
@@ -48,13 +49,15 @@ class CostModelName:
 
 
 def learned_model_names() -> set[str]:
-    """What a learned model may be called: every registered cost model (tcl.models) and transfer method
-    (tcl.transfer), the train stage's `xgb` as `pretrained_xgb`."""
+    """What a learned model may be called: every registered cost model (tcl.models), the same trained on
+    every platform at once (`tcl_stores_joint`, tcl.train.joint) and every transfer method (tcl.transfer),
+    the train stage's `xgb` as `pretrained_xgb`."""
     from ..models import MODELS
+    from ..tracking.names import joint_name
     from ..transfer import TRANSFER_METHODS
 
     inverse = {registered: tuning for tuning, registered in REGISTERED_AS.items()}
-    return {inverse.get(n, n) for n in (*MODELS, *TRANSFER_METHODS)}
+    return {inverse.get(n, n) for n in (*MODELS, *map(joint_name, MODELS), *TRANSFER_METHODS)}
 
 
 def parse_cost_model(name: str, known_base: bool = True) -> CostModelName:
