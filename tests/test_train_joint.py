@@ -131,6 +131,7 @@ def test_a_clone_rebuilds_one_registration_per_platform_from_the_stage_products(
     (where / "dvc.lock").write_text(yaml.safe_dump(lock))
     [record] = joint_train_records(where, Lock(where))
     assert record.name == "train-mlp_joint" and len(record.children) == len(PLATFORMS)
+    assert {c.tags["stage"] for c in record.children} == {"train_joint"}
     regs = {r.name: r for child in record.children for r in child.registrations}
     assert set(regs) == {f"jt-mlp_joint-{p}" for p in PLATFORMS}
     for p in PLATFORMS:

@@ -50,13 +50,13 @@ def joint_train_records(root: Path, lock: Lock) -> list[RunRecord]:
             if m.get("registered_model"):
                 floor = {"test_top1_ratio_of_sums": m.get("random_test_top1"), "test_tasks": m.get("test_tasks", "")}
                 parent.children.append(_record(root, lock, platform, name, m, used, commit, metrics_path, floor,
-                                               bundle_dir=f"models/joint/{name}/{platform}"))
+                                               bundle_dir=f"models/joint/{name}/{platform}", stage="train_joint"))
         records.append(parent)
     return records
 
 
 def _record(root: Path, lock: Lock, platform: str, model: str, m: dict, used: dict, commit: str,
-            metrics_path: Path, floor: dict, bundle_dir: str | None = None) -> RunRecord:
+            metrics_path: Path, floor: dict, bundle_dir: str | None = None, stage: str = "train") -> RunRecord:
     bundle_dir = bundle_dir or f"models/{platform}/{model}"
     bundle = json.loads((root / bundle_dir / "bundle.json").read_text())
     cfg = used.get("train") or {}
@@ -64,7 +64,7 @@ def _record(root: Path, lock: Lock, platform: str, model: str, m: dict, used: di
     data_version = lock.data_version()
     name = f"train-{model}-{platform}"
     run = RunRecord(record_key(name, metrics_path, root / bundle_dir / "bundle.json"), name,
-                    {"stage": "train", "platform": platform, "model": model})
+                    {"stage": stage, "platform": platform, "model": model})
     run.params = {"model": model, "platform": platform, "seed": used.get("seed", 0),
                   **{k: cfg[k] for k in ("epochs", "lr", "batch_size", "loss", "threads") if k in cfg},
                   **{f"hp.{k}": v for k, v in hparams.items()},
