@@ -115,7 +115,9 @@ def _group(path: str) -> str:
 
 
 def _dvc_files(repo: Path) -> list[Path]:
-    res = subprocess.run(["git", "ls-files", "--", "*.dvc"], cwd=repo, capture_output=True, text=True)
+    """Every .dvc file of the working tree, committed or not: a `dvc add` pushed before its commit keeps its objects."""
+    res = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "--", "*.dvc"], cwd=repo,
+                         capture_output=True, text=True)
     return [repo / line for line in res.stdout.splitlines() if line] if res.returncode == 0 else []
 
 
