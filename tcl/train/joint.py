@@ -26,15 +26,14 @@ from .. import tracking
 from ..data.card import dvc_data_version
 from ..data.store import atomic_write_bytes
 from ..features.dataset import load_split
-from ..models import build_model
-from ..models.base import predict
+from ..models import MODELS, build_model
 from ..models.bundle import ModelBundle
 from ..platforms import get_platform
 from ..tracking.names import joint_name
-from .evaluate import EvalSettings, per_network, per_task, random_scorer_metrics, ranking_metrics
+from .evaluate import EvalSettings, per_network, per_task
 from .inputs import model_inputs, restrict_to_sample
 from .loop import TrainConfig, fit
-from .pipeline import checkpoint_path, log_resumed, register_bundle
+from .pipeline import checkpoint_path, held_out_figures, log_resumed, register_bundle
 
 SPLITS = ("train", "validation", "test")
 Splits = dict[str, dict[str, np.ndarray]]
@@ -85,14 +84,14 @@ def train_joint_model(model_name: str, params: dict[str, Any], features_root: st
     name = joint_name(model_name)
     hparams = dict((params["train"].get("hparams") or {}).get(model_name) or {})
     tcfg = TrainConfig.from_params(params)
+    if not getattr(MODELS[model_name], "trains_by_gradient", True):
+        raise ValueError(f"train.joint_models: {model_name!r} is trained by its own fit, not by gradient steps "
+                         "over the union; a joint model is one of the neural models")
     inputs, featurizer = platform_inputs(model_name, platforms, params, features_root,
                                          Path(samples_dir) if samples_dir else None)
     train = union({p: inputs[p]["train"] for p in platforms}, platforms)
     rows, cols = train["x"].shape[1:]
     model = build_model(model_name, feat_dim=cols, seq_len=rows, seed=tcfg.seed, **hparams)
-    if not getattr(model, "trains_by_gradient", True):
-        raise ValueError(f"train.joint_models: {model_name!r} is trained by its own fit, not by gradient steps "
-                         "over the union; a joint model is one of the neural models")
     run = RunInfo(name, len(train["x"]), dvc_data_version(Path("dvc.lock")), EvalSettings.from_params(params))
     with tracking.run(params, f"train-{name}", {"stage": "train_joint", "model": name}):
         tracking.log_params({"model": name, "platforms": ",".join(platforms), **vars(tcfg),
@@ -128,20 +127,13 @@ def score_and_register(model, model_name: str, featurizer, splits: Splits, platf
     """The joint model's held-out figures on one platform, saved as that platform's bundle and registered
     as its `<model>_joint`, in a nested run."""
     spec = get_platform(params, platform)
-    test, val = splits["test"], splits["validation"]
+    test = splits["test"]
     with tracking.run(params, f"train-{run.name}-{platform}",
                       {"stage": "train_joint", "platform": platform, "model": run.name}, nested=True):
-        test_scores = predict(model, test["x"])
-        metrics = {f"test_{k}": v for k, v in ranking_metrics(test, test_scores, settings=run.settings).items()}
-        if len(val["x"]):
-            metrics.update({f"val_{k}": v for k, v in
-                            ranking_metrics(val, predict(model, val["x"]), ks=(1,), settings=run.settings).items()})
+        metrics, evidence, test_scores = held_out_figures(model, splits["validation"], test, run.settings)
         metrics.update({"train_seconds": run.seconds, "param_count": model.param_count(),
                         "platform_train_rows": int(len(splits["train"]["x"]))})
-        floor = random_scorer_metrics(test, ks=(1,), settings=run.settings) if len(test["x"]) else {}
-        evidence = {"random_test_top1": floor.get("top1_ratio_of_sums", float("nan")),
-                    "test_tasks": len(set(test["task_key"].tolist())), "train_rows": run.train_rows}
-        metrics.update(evidence)
+        metrics.update(evidence, train_rows=run.train_rows)
         tracking.log_metrics({k: v for k, v in metrics.items() if np.isfinite(v)})
         bundle = ModelBundle(model_name=model_name, model=model, featurizer=featurizer, platform=platform,
                              spec_vector=spec.spec_vector, meta={"train_rows": run.train_rows, "joint": True})

@@ -102,18 +102,11 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
             log_validation(0)
             trained_epochs = 1
         seconds = time.perf_counter() - start
-        test_scores = predict(model, test["x"])
-        metrics = {f"test_{k}": v for k, v in ranking_metrics(test, test_scores, settings=settings).items()}
-        val_metrics = (ranking_metrics(val, predict(model, val["x"]), ks=(1,), settings=settings)
-                       if len(val["x"]) else {})
-        metrics.update({f"val_{k}": v for k, v in val_metrics.items()})
+        metrics, evidence, test_scores = held_out_figures(model, val, test, settings)
         metrics.update({"train_seconds": seconds, "seconds_per_epoch": seconds / max(trained_epochs, 1),
                         "param_count": model.param_count(), "size_mb": size_on_disk(model) / 1e6})
         tracking.log_metrics({k: v for k, v in metrics.items() if np.isfinite(v)})
-        # the evidence behind the held-out score, which model selection for an unknown CPU weighs (tcl.tvm.select)
-        floor = random_scorer_metrics(test, ks=(1,), settings=settings) if len(test["x"]) else {}
-        evidence = {"random_test_top1": floor.get("top1_ratio_of_sums", float("nan")),
-                    "test_tasks": len(set(test["task_key"].tolist())), "train_rows": len(train["x"])}
+        evidence["train_rows"] = len(train["x"])
         bundle = ModelBundle(model_name=model_name, model=model, featurizer=featurizer, platform=platform.name,
                              spec_vector=platform.spec_vector, meta={"train_rows": int(len(train["x"]))})
         bundle_dir = bundle.save(Path(out_dir) / model_name)
@@ -123,6 +116,22 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
         metrics.update(per_task_top1=per_task(test, test_scores), per_network_top1=per_network(test, test_scores))
     ckpt.unlink(missing_ok=True)
     return metrics
+
+
+def held_out_figures(model, val: dict[str, np.ndarray], test: dict[str, np.ndarray], settings: EvalSettings
+                     ) -> tuple[dict[str, float], dict[str, Any], np.ndarray]:
+    """(`test_*` and `val_*` ranking metrics, the evidence behind them, the test scores) of a trained model.
+    The evidence -- a random scorer's test top-1 and the number of test tasks -- is what model selection for
+    an unknown CPU weighs (tcl.tvm.select)."""
+    test_scores = predict(model, test["x"])
+    metrics = {f"test_{k}": v for k, v in ranking_metrics(test, test_scores, settings=settings).items()}
+    if len(val["x"]):
+        metrics.update({f"val_{k}": v for k, v in
+                        ranking_metrics(val, predict(model, val["x"]), ks=(1,), settings=settings).items()})
+    floor = random_scorer_metrics(test, ks=(1,), settings=settings) if len(test["x"]) else {}
+    evidence = {"random_test_top1": floor.get("top1_ratio_of_sums", float("nan")),
+                "test_tasks": len(set(test["task_key"].tolist()))}
+    return metrics, evidence, test_scores
 
 
 def checkpoint_path(params: dict[str, Any], platform: str, model_name: str) -> Path:
