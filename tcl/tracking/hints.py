@@ -17,13 +17,14 @@ REBUILD = ("`dvc pull && python -m flows.register` rebuilds the registry from th
 
 
 def committed_names(root: str | Path = REPO_ROOT) -> set[str]:
-    """Every registered model name the committed train and transfer stages recorded."""
+    """Every registered model name the committed train, train_joint and transfer stages recorded."""
     root = Path(root)
     names: set[str] = set()
     for path in sorted((root / "reports" / "train").glob("*.json")):
         for entry in json.loads(path.read_text()).values():
-            if isinstance(entry, dict) and entry.get("registered_model"):
-                names.add(entry["registered_model"])
+            # <platform>.json: model -> entry; joint.json: model -> platform -> entry
+            entries = entry.values() if isinstance(entry, dict) and "registered_model" not in entry else [entry]
+            names.update(e["registered_model"] for e in entries if isinstance(e, dict) and e.get("registered_model"))
     stage = root / "reports" / "transfer" / "stage.json"
     if stage.exists():
         m = json.loads(stage.read_text())
