@@ -12,7 +12,8 @@ Columns: parameters (XGB: tree nodes), size of the saved model, training time, i
 throughput on 512-candidate batches with one thread (model only), featurization throughput
 from MetaSchedule candidates with one thread (tokens vs PerStoreFeature: what a tuner pays
 before the model), top-1/top-5 in both conventions, pairwise accuracy.
-Writes tmp/bench/bench_models.{json,md}, or with --update-report the committed reports/bench_models.{json,md},
+Writes tmp/bench/bench_models/<platform>.{json,md}, or with --update-report the committed
+reports/bench_models/<platform>.{json,md},
 naming the data version and this command.
 """
 
@@ -269,7 +270,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--validated", default=None, help="default: data/validated/platform=<platform>.parquet")
     ap.add_argument("--store", default="data/records", help="record store holding _workloads/")
     ap.add_argument("--extract-threads", type=int, default=1)
-    add_out_args(ap, "reports/bench_models")  # a prefix: <out>.json and <out>.md
+    add_out_args(ap, "reports/bench_models")  # a folder: <out>/<platform>.json and .md
     ap.add_argument("--note", action="append", default=[], help="a line for the report (e.g. why epochs are lower)")
     args = ap.parse_args(argv)
     prov = provenance(__file__, argv)  # the data as locked when the run starts
@@ -285,7 +286,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result.update(prov, notes=args.note)
     table = render(result) + f"- {provenance_line(result)}\n"
     print(table)
-    out = out_path(args, "reports/bench_models")
+    out = out_path(args, "reports/bench_models") / result["platform"]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(result, indent=2, default=float))
     out.with_suffix(".md").write_text(f"# Cost models on {result['platform']}\n\n{table}")
