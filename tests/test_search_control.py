@@ -62,6 +62,9 @@ def test_controller_ends_settled_tasks_under_the_gradient_scheduler(tiny_cnn, ho
     assert len(result.stopped_tasks) >= result.tasks - 1, result.stopped_tasks
     assert result.trials < 64  # the budget is not spent on tasks that stopped moving
     assert math.isfinite(result.final_estimate)
+    # the run records the settings in force: the draft's population replaced the search's 32
+    assert result.settings["population"] == 48 and result.settings["draft_verify"] == 8
+    assert result.settings["controller"]["cv_threshold"] == 1e9
 
 
 def test_draft_verifies_only_psa_top_candidates(params, host_platform):

@@ -36,6 +36,7 @@ class TuningResult:
     feature_cache_hit_rate: float | None = None  # share of scored candidates whose features were cached
     stopped_tasks: list = field(default_factory=list)  # names of tasks the Moses controller ended, in order
     fallback_tasks: list = field(default_factory=list)  # +guard: tasks TVM's XGB scored when the run ended
+    settings: dict = field(default_factory=dict)  # the search's settings in force (+ draft_verify, controller when on)
     database: Any = None
     work_dir: str = ""
 
@@ -163,6 +164,11 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     if draft.enabled or spec.draft:
         search = dataclasses.replace(search or SearchSettings(), population=draft.population)
         cost_model = DraftThenVerify(cost_model, make_analyzer(platform, params), draft.verify)
+    settings = dataclasses.asdict(search or SearchSettings())
+    if isinstance(cost_model, DraftThenVerify):
+        settings["draft_verify"] = draft.verify
+    if controller is not None:
+        settings["controller"] = dataclasses.asdict(controller)
     stopped: list[str] = []
     contexts, weights = tune_contexts(relax_mod, platform, work_dir, seed, search, network, controller, stopped)
     first_round = len(contexts) * num_trials_per_iter
@@ -193,7 +199,7 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     return TuningResult(network=network, platform=platform.name, cost_model=cost_model_name,
                         trials=curve.trials, trial_budget=trials, tasks=len(contexts), wall_seconds=wall,
                         cost_model_seconds=timed.seconds, curve=curve.points, database=database,
-                        stopped_tasks=list(stopped),
+                        stopped_tasks=list(stopped), settings=settings,
                         fallback_tasks=sorted(guarded.on_fallback) if guarded is not None else [],
                         work_dir=str(work_dir), feature_cache_hit_rate=_feature_cache_hit_rate(cost_model))
 
