@@ -222,18 +222,19 @@ def test_topk_hand_computed():
     assert per_net["n1"] == pytest.approx(0.5) and per_net["n2"] == pytest.approx(7 / 12)
     assert topk_ratio_of_sums(df, k=1) == pytest.approx(10.5 / 19)       # 0.5526
     assert topk_mean_per_network(df, k=1) == pytest.approx(13 / 24)      # 0.5417
-    # top-2: n1/b's failed program (NaN, score 0.5) is no candidate, so its picks are 3.0 and 1.5.
-    assert topk_ratio_of_sums(df, k=2) == pytest.approx(10.5 / 12.5)
-    assert topk_mean_per_network(df, k=2) == pytest.approx((3.5 / 5.5 + 1.0) / 2)
-    assert topk_ratio_of_sums(df, k=3) == pytest.approx(1.0)
+    # top-2 ranks only n1/a (three programs; n1/b's failed one is no candidate, so it has two like the
+    # n2 tasks, and two programs are their own top 2): picks 2.0 and 4.0, best 1.0 -> 2*1 / (2*2)
+    assert topk_ratio_of_sums(df, k=2) == pytest.approx(0.5)
+    assert topk_mean_per_network(df, k=2) == pytest.approx(0.5)
+    assert math.isnan(topk_ratio_of_sums(df, k=3))  # no task has more than 3 programs: nothing ranked
     as_dict = {c: df[c].tolist() for c in df.columns}  # plain arrays work too
     assert topk_ratio_of_sums(as_dict, k=1) == pytest.approx(10.5 / 19)
 
 
 def test_topk_failed_picks_and_unscorable_tasks():
-    df = pd.DataFrame({"network": ["n"] * 4, "task_key": ["a", "a", "z", "z"],
-                       "task_weight": [1, 1, 3, 3], "latency": [np.inf, 2.0, np.nan, np.inf],
-                       "score": [0.9, 0.1, 0.5, 0.4]})
+    df = pd.DataFrame({"network": ["n"] * 5, "task_key": ["a", "a", "a", "z", "z"],
+                       "task_weight": [1, 1, 1, 3, 3], "latency": [np.inf, 2.0, 4.0, np.nan, np.inf],
+                       "score": [0.9, 0.1, 0.0, 0.5, 0.4]})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         # The failed top-scored program is passed over; task z has no success and is left out.
@@ -241,6 +242,15 @@ def test_topk_failed_picks_and_unscorable_tasks():
         df.loc[0, "latency"] = 3.0                    # measured now: the top score picks the slower one
         assert topk_ratio_of_sums(df, k=1) == pytest.approx(2 / 3)
     assert any("no successful program" in str(w.message) for w in caught)
+
+
+def test_topk_leaves_out_tasks_that_rank_nothing():
+    # a heavy task with one measured program would give every scorer 1.0 there; only task a is ranked,
+    # where the model's pick is twice the best
+    df = pd.DataFrame({"network": ["n"] * 3, "task_key": ["a", "a", "single"], "task_weight": [1, 1, 50],
+                       "latency": [1.0, 2.0, 9.0], "score": [0.1, 0.9, 0.5]})
+    assert topk_ratio_of_sums(df, k=1) == pytest.approx(0.5)
+    assert topk_mean_per_network(df, k=1) == pytest.approx(0.5)
 
 
 def test_pairwise_accuracy_within_groups():

@@ -152,14 +152,16 @@ def per_network(split: Split, scores: np.ndarray, k: int = 1) -> dict[str, float
 
 
 def composition(split: Split, heavy: int = 5) -> dict[str, Any]:
-    """What the held-out set is made of: tasks, programs, networks and op types (programs each), and
-    the share of eq. 12's weight (task weight x best latency) that its `heavy` heaviest tasks carry."""
+    """What the held-out set is made of: tasks (and how many of them top-1 ranks: more than one measured
+    program), programs, networks and op types (programs each), and the share of eq. 12's weight (task
+    weight x best latency) that its `heavy` heaviest ranked tasks carry."""
     if len(split["label"]) == 0:
-        return {"tasks": 0, "programs": 0, "networks": {}, "op_types": {}}
+        return {"tasks": 0, "ranked_tasks": 0, "programs": 0, "networks": {}, "op_types": {}}
     t = task_scores(split, np.zeros(len(split["label"])), k=1)
     share = np.sort(t["num"].to_numpy())[::-1] / t["num"].sum()
     frame = pd.DataFrame({"network": split["network"], "op_type": split["op_type"]})
-    return {"tasks": int(len(t)), "programs": int(len(split["label"])),
+    tasks = len(set(zip(split["network"].tolist(), split["task_key"].tolist())))
+    return {"tasks": tasks, "ranked_tasks": int(len(t)), "programs": int(len(split["label"])),
             "networks": {str(k): int(v) for k, v in frame["network"].value_counts().sort_index().items()},
             "op_types": {str(k): int(v) for k, v in frame["op_type"].value_counts().sort_index().items()},
             f"eq12_weight_share_top{heavy}_tasks": float(share[:heavy].sum())}
