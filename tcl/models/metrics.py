@@ -16,7 +16,7 @@ failed on zen4-avx512-1c) turn the pooled ratio of every held-out network into 0
 Tasks with no successful program at all cannot be scored; they are left out with a warning.
 A task with at most k measured programs ranks nothing at top-k (every scorer, random included,
 gets 1.0 there) and is left out too: on the CPU platforms' held-out splits five such tasks (one
-program each, from ingested tuning records) carried 17-26% of eq. 12's weight.
+distinct program each, elementwise) carried 17-26% of eq. 12's weight.
 """
 
 from __future__ import annotations
