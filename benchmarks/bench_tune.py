@@ -262,8 +262,31 @@ def _fmt(stat: dict[str, Any], digits: int = 3) -> str:
     return f"{stat['mean']:.{digits}g} +- {stat['std']:.2g}"
 
 
+def search_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]]) -> list[str]:
+    """Per model, the search settings its runs recorded (population, PSA's verify count, the controller),
+    so rows tuned with other settings than params.yaml's say so; runs from before stop 39 recorded none."""
+    seen: dict[str, set[str]] = {}
+    for tables in seed_tables.values():
+        for rows in tables.values():
+            for row in rows:
+                found = row.get("search")
+                if not found:
+                    continue
+                text = f"population {found['population']}, {found['genetic_iters']} generations"
+                if "draft_verify" in found:
+                    text += f", PSA drafts and the model verifies {found['draft_verify']}"
+                if "controller" in found:
+                    c = found["controller"]
+                    text += f", controller window {c['window']} cv < {c['cv_threshold']}"
+                seen.setdefault(row["cost_model"], set()).add(text)
+    if not seen:
+        return []
+    return ["search settings recorded by the runs: " + "; ".join(f"{m}: {' / '.join(sorted(t))}"
+                                                                  for m, t in seen.items()) + "."]
+
+
 def render(summary: dict[str, list[dict[str, Any]]], baseline: str, seeds: dict[str, list[int]],
-           budgets: dict[str, int], retimed: bool = False) -> str:
+           budgets: dict[str, int], retimed: bool = False, settings: list[str] = ()) -> str:
     """The table; `seeds` per network, since a network's seed counts only once all its models are tuned."""
     head = ["network", "cost model", "trials", "trials per task per round", f"trials to {baseline} final", f"seconds to {baseline} final",
             f"seeds reaching {baseline}", f"x fewer trials than {baseline}", f"x less time than {baseline}",
@@ -292,6 +315,7 @@ def render(summary: dict[str, list[dict[str, Any]]], baseline: str, seeds: dict[
              "that reached it (the goal is >= 3; the long-term goal 10).",
              "A network's estimate exists once every task has a measurement: the scheduler's first round gives "
              "each task one batch, so no curve starts before tasks x per-iter trials."]
+    notes.extend(settings)
     if retimed:
         notes.append("tuned ms and x reference: every compiled library and the reference timed again at the end, "
                      "back to back and interleaved (the tuning runs' own figures are in summary.json, *_while_tuning).")
@@ -397,7 +421,8 @@ def main() -> None:
         raise SystemExit("nothing to report: no seed has every model tuned yet")
     seeds = {name: sorted(tables) for name, tables in seed_tables.items()}
     prov = provenance(__file__)  # the learned models' own data versions are in their pins (per_seed rows)
-    text = render(summary, baseline, seeds, budgets, retimed=retimed) + f"- {provenance_line(prov)}\n"
+    text = (render(summary, baseline, seeds, budgets, retimed=retimed, settings=search_notes(seed_tables))
+            + f"- {provenance_line(prov)}\n")
     print(text)
     (out / "summary.md").write_text(text)
     (out / "summary.json").write_text(json.dumps({**prov, "platform": platform.name, "seeds": seeds,

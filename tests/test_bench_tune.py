@@ -141,3 +141,16 @@ def test_report_only_summarizes_the_seeds_whose_every_model_is_tuned(bench, tmp_
     rows = {r["cost_model"]: r for r in summary["networks"]["net"]}
     assert rows["tcl"]["trials_to_xgb_final"]["mean"] == 8 and rows["xgb"]["trials_to_xgb_final"]["mean"] == 16
     assert (tmp_path / "net.png").stat().st_size > 1000 and "| net | tcl | 65 | 8 | 8 +- 0 |" in (tmp_path / "summary.md").read_text()
+
+
+def test_the_report_names_each_models_recorded_search_settings(bench):
+    search = {"population": 512, "genetic_iters": 4, "eps_greedy": 0.05, "init_measured_ratio": 0.2,
+              "mutate_prob": 0.85}
+    rows = [{**_row("xgb", 1.0, 65), "search": search},
+            {**_row("tenset_mlp+draft", 1.0, 65), "search": {**search, "draft_verify": 64}},
+            _row("tcl", 1.0, 65)]  # a run from before the settings were recorded
+    (note,) = bench.search_notes({"net": {0: rows}})
+    assert "xgb: population 512, 4 generations;" in note
+    assert "tenset_mlp+draft: population 512, 4 generations, PSA drafts and the model verifies 64" in note
+    assert "tcl:" not in note
+    assert bench.search_notes({"net": {0: [_row("tcl", 1.0, 65)]}}) == []
