@@ -100,3 +100,12 @@ def write_report(base: Path, report: dict[str, Any], title: str, md: str, plot, 
     plot(report, base.with_suffix(".png"))
     for suffix in (".json", ".md", ".png"):
         tracking.log_artifact(str(base.with_suffix(suffix)))
+
+
+def composition_text(comp: dict[str, Any]) -> str:
+    """A held-out split's composition (tcl.train.evaluate.composition) in one phrase for a report; top-k ranks
+    only tasks with more than one program (reports before stop 39 counted every task)."""
+    ranked = comp.get("ranked_tasks")
+    tasks = f"{comp['tasks']} tasks" + (f" ({ranked} ranked: more than one program)" if ranked is not None else "")
+    return (f"{tasks}, {comp['programs']} programs, {len(comp['networks'])} network instances; the 5 heaviest "
+            f"ranked tasks carry {comp['eq12_weight_share_top5_tasks']:.0%} of eq. 12's weight")

@@ -42,7 +42,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks._out import provenance_line  # noqa: E402
+from benchmarks._out import composition_text, provenance_line  # noqa: E402
 from benchmarks.bench_learning_curve import LABELS, _ci, train_cell  # noqa: E402
 from tcl import tracking  # noqa: E402
 from tcl.config import load_params  # noqa: E402
@@ -208,9 +208,7 @@ def render(report: dict[str, Any]) -> str:
     lines += [""]
     for platform in report["platforms"]:
         comp = report["test_composition"][platform]
-        lines.append(f"- {platform} held-out test split: {comp['tasks']} tasks, {comp['programs']} programs, "
-                     f"{len(comp['networks'])} network instances; the 5 heaviest tasks carry "
-                     f"{comp['eq12_weight_share_top5_tasks']:.0%} of eq. 12's weight.")
+        lines.append(f"- {platform} held-out test split: {composition_text(comp)}.")
     for model, v in report["platform_visibility"].items():
         lines.append(f"- {JOINT_LABELS.get(model, model)}: of {v['shared_programs']} (program, platform pair) "
                      f"training programs measured on two platforms, {v['different_inputs']} ({v['share']:.0%}) get different "

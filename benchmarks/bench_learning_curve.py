@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 
 from tcl import tracking  # noqa: E402
 from tcl.config import load_params  # noqa: E402
-from benchmarks._out import provenance_line  # noqa: E402
+from benchmarks._out import composition_text, provenance_line  # noqa: E402
 from tcl.data.store import atomic_write_bytes  # noqa: E402
 from tcl.features.dataset import load_split  # noqa: E402
 from tcl.train.evaluate import EvalSettings, composition, random_scorer_metrics, ranking_metrics  # noqa: E402
@@ -204,10 +204,8 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"| {LABELS.get(d['model'], d['model'])} | {d['axis']} | {e['slope']:+.3f} | {e['last']:+.3f} | "
                      f"{d['slope']:+.3f} | {d['last']:+.3f} | {d['seed_std']:.3f} | {d['verdict']} |")
     comp = report["test_composition"]
-    lines += ["", f"- platform {report['platform']}; held-out test split: "
-              f"{comp['tasks']} tasks, {comp['programs']} programs, {len(comp['networks'])} networks "
-              f"({', '.join(comp['networks'])}); the 5 heaviest tasks carry "
-              f"{comp['eq12_weight_share_top5_tasks']:.0%} of eq. 12's weight.",
+    lines += ["", f"- platform {report['platform']}; held-out test split: {composition_text(comp)} "
+              f"({', '.join(comp['networks'])}).",
               f"- CIs: {report['eval']['ci']:.0%} percentile bootstrap, {report['eval']['bootstrap']} draws "
               "(eq. 12 and "
               "mean/task resample tasks, mean/network resamples networks), of the mean over seeds; ± is the seed "
