@@ -50,7 +50,7 @@ def comparison_table(runs: list[ModelRun], baseline: str) -> list[dict[str, Any]
             "cost_model_share": round(run.result.cost_model_share, 4),
             "feature_cache_hit_rate": run.result.feature_cache_hit_rate,
             "fallback_tasks": len(run.result.fallback_tasks),  # +guard: tasks TVM's XGB scored at the end
-            "search": run.result.settings,  # population, and PSA's verify share / the controller where on
+            "search": run.result.settings,  # population; PSA's verify count, the controller where on
             "tuned_ms": run.e2e.tvm_latency_ms,
             "reference": run.e2e.reference,
             "reference_ms": run.e2e.reference_latency_ms,
