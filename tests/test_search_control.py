@@ -80,14 +80,29 @@ def test_draft_verifies_only_psa_top_candidates(params, host_platform):
     args = ms.arg_info.ArgInfo.from_prim_func(mods[0]["main"])
     candidates = [ms.MeasureCandidate(ms_schedule(m), args) for m in mods]
     psa = make_analyzer(host_platform, params)
+
+    class CountingAnalyzer:
+        analysed = 0
+
+        def scores(self, programs):
+            self.analysed += len(programs)
+            return psa.scores(programs)
+
+    analyzer = CountingAnalyzer()
     inner = TimedCostModel(ms.cost_model.RandomModel(seed=0))
     context = ms.TuneContext(mod=mods[0], target=host_platform.tvm_target(), num_threads=1)
-    scores = DraftThenVerify(inner, psa, verify=4).predict(context, candidates)
+    drafting = DraftThenVerify(inner, analyzer, verify=4)
+    scores = drafting.predict(context, candidates)
     assert inner.predicted == 4  # the learned model saw only the drafted top 4
     draft_order = np.argsort(-psa.scores(mods), kind="stable")
     top, rest = draft_order[:4], draft_order[4:]
     assert scores[rest].max() < scores[top].min() and (scores >= 0).all()
     assert (np.diff(scores[rest]) < 0).all()  # the rest keep PSA's order
+    # the next generation re-scores the survivors: PSA's scores come from the cache, in the same order
+    assert analyzer.analysed == len(mods)
+    again = drafting.draft(context, candidates[::-1])
+    assert analyzer.analysed == len(mods) and drafting.draft_hits == len(mods)
+    assert np.array_equal(again, psa.scores(mods[::-1]))
 
 
 def ms_schedule(mod):
