@@ -101,7 +101,7 @@ def test_draft_verifies_only_psa_top_candidates(params, host_platform):
     # the next generation re-scores the survivors: PSA's scores come from the cache, in the same order
     assert analyzer.analysed == len(mods)
     again = drafting.draft(context, candidates[::-1])
-    assert analyzer.analysed == len(mods) and drafting.draft_hits == len(mods)
+    assert analyzer.analysed == len(mods) and drafting.psa_scores.hits == len(mods)
     assert np.array_equal(again, psa.scores(mods[::-1]))
 
 

@@ -22,6 +22,7 @@ from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from ..models.bundle import ModelBundle
 from .online import OnlineSettings, make_adapter
+from .memo import ProgramMemo
 from .online.base import concat_rows
 
 
@@ -35,41 +36,31 @@ def load_bundle(uri: str) -> ModelBundle:
 
 
 class FeatureCache:
-    """Model inputs of candidates already featurized in this tuning run, by task and program.
+    """Model inputs of candidates already featurized in this tuning run, by task and program
+    (tcl.tvm.memo). Only featurizers that lower each program (TVM's PerStoreFeature: milliseconds
+    a candidate) are cached; featurizers that read only the trace (our tokenizer) are not."""
 
-    The evolutionary search scores its population several times per batch and keeps the
-    best candidates from one generation to the next, so the same programs come back. For
-    featurizers that lower each program (TVM's PerStoreFeature: milliseconds a candidate)
-    the structural hash of the scheduled program is far cheaper than featurizing it again;
-    featurizers that read only the trace (our tokenizer) are not cached.
-    """
-
-    MAX_ENTRIES = 50_000  # ~5 KB each: a full cache is cleared rather than grown
+    MAX_ENTRIES = 50_000  # ~5 KB each
 
     def __init__(self, bundle: ModelBundle, spec_vector):
         self.bundle, self.spec_vector = bundle, spec_vector
         self.enabled = bool(getattr(bundle.featurizer, "lowers_programs", False))
-        self.rows: dict[tuple[str, str], np.ndarray] = {}
-        self.hits = self.misses = 0
+        self.memo = ProgramMemo(self.MAX_ENTRIES)
 
     def of(self, context, candidates) -> np.ndarray:
         """The model's input for `candidates` of `context`'s task, featurizing only the ones not seen yet."""
+        featurize = lambda cs: self.bundle.featurize_candidates(context, cs, self.spec_vector)  # noqa: E731
         if not self.enabled:
-            return self.bundle.featurize_candidates(context, candidates, self.spec_vector)
-        from tvm.s_tir.meta_schedule.utils import shash2hex
+            return featurize(candidates)
+        return concat_rows([row[None] for row in self.memo.lookup(context, candidates, featurize)])
 
-        if len(self.rows) > self.MAX_ENTRIES:
-            self.rows.clear()
-        task = str(context.task_name)
-        keys = [(task, shash2hex(c.sch.mod)) for c in candidates]
-        todo = list({k: i for i, k in enumerate(keys) if k not in self.rows}.values())
-        if todo:
-            x = self.bundle.featurize_candidates(context, [candidates[i] for i in todo], self.spec_vector)
-            for row, i in zip(x, todo):
-                self.rows[keys[i]] = row
-        self.misses += len(todo)
-        self.hits += len(keys) - len(todo)
-        return concat_rows([self.rows[k][None] for k in keys])
+    @property
+    def hits(self) -> int:
+        return self.memo.hits
+
+    @property
+    def misses(self) -> int:
+        return self.memo.misses
 
     @property
     def hit_rate(self) -> float | None:

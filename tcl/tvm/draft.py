@@ -16,6 +16,7 @@ import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 from ..config import settings_from
+from .memo import ProgramMemo
 
 
 @dataclass(frozen=True)
@@ -40,13 +41,10 @@ class DraftSettings:
 class DraftThenVerify(PyCostModel):
     """Scores with `inner` only the `verify` candidates PSA (`analyzer`) estimates fastest."""
 
-    MAX_ENTRIES = 100_000  # cached PSA scores (a float each); a full cache is cleared rather than grown
-
     def __init__(self, inner, analyzer, verify: int):
         super().__init__()
         self.inner, self.analyzer, self.verify = inner, analyzer, int(verify)
-        self.drafted = self.verified = self.draft_hits = 0
-        self.draft_scores: dict[tuple[str, str], float] = {}
+        self.psa_scores = ProgramMemo(max_entries=100_000)  # a float each
 
     def load(self, path: str) -> None:
         self.inner.load(path)
@@ -59,14 +57,11 @@ class DraftThenVerify(PyCostModel):
 
     def predict(self, context, candidates) -> np.ndarray:
         n = len(candidates)
-        self.drafted += n
         if n <= self.verify:
-            self.verified += n
             return np.asarray(self.inner.predict(context, candidates), dtype="float64")
         order = np.argsort(-self.draft(context, candidates), kind="stable")
         top, rest = order[:self.verify], order[self.verify:]
         verified = np.asarray(self.inner.predict(context, [candidates[i] for i in top]), dtype="float64")
-        self.verified += len(top)
         out = np.empty(n, dtype="float64")
         out[top] = verified
         # below the lowest verified score, still non-negative (the search samples parents in proportion)
@@ -75,17 +70,7 @@ class DraftThenVerify(PyCostModel):
         return out
 
     def draft(self, context, candidates) -> np.ndarray:
-        """PSA's score of each candidate. The search scores its survivors again every generation: a program
-        this task has seen is looked up by its structural hash (~0.07 ms) instead of analysed (~0.6 ms)."""
-        from tvm.s_tir.meta_schedule.utils import shash2hex
-
-        if len(self.draft_scores) > self.MAX_ENTRIES:
-            self.draft_scores.clear()
-        task = str(context.task_name)
-        keys = [(task, shash2hex(c.sch.mod)) for c in candidates]
-        todo = {k: c for k, c in zip(keys, candidates) if k not in self.draft_scores}
-        if todo:
-            fresh = self.analyzer.scores([c.sch.mod for c in todo.values()])
-            self.draft_scores.update(zip(todo, map(float, fresh)))
-        self.draft_hits += len(keys) - len(todo)
-        return np.array([self.draft_scores[k] for k in keys], dtype="float64")
+        """PSA's score of each candidate; a program this task has seen is looked up, not analysed again
+        (tcl.tvm.memo)."""
+        scores = self.psa_scores.lookup(context, candidates, lambda cs: self.analyzer.scores([c.sch.mod for c in cs]))
+        return np.asarray(scores, dtype="float64")
