@@ -75,7 +75,7 @@ def train_cell(model_name: str, x_train: np.ndarray, train: dict[str, np.ndarray
 
     cfg = params["train"]
     hparams = dict((cfg.get("hparams") or {}).get(model_name) or {})
-    tcfg = TrainConfig.from_params(params, epochs=epochs, seed=seed, threads=1)
+    tcfg = TrainConfig.from_params(params, model_name, epochs=epochs, seed=seed, threads=1)
     seq_len, feat_dim = feature_shape
     model = build_model(model_name, feat_dim=feat_dim, seq_len=seq_len, seed=seed, **hparams)
     x, label, group = x_train[rows], train["label"][rows], train["group"][rows]

@@ -203,7 +203,6 @@ def run(platform_name: str, params: dict[str, Any], *, epochs: int, seed: int, m
     tokenizer = Tokenizer.load(features_dir.parent / "tokenizer.json")
     rows, cols = tokenizer.feature_shape
     cfg = params["train"]
-    tcfg = TrainConfig.from_params(params, epochs=epochs, seed=seed)
     hp = cfg.get("hparams") or {}
     result: dict[str, Any] = {"platform": platform_name, "eval_split": eval_name, "eval_note": eval_note,
                               "epochs": epochs, "seed": seed, "xgb_rounds": xgb_rounds,
@@ -233,6 +232,7 @@ def run(platform_name: str, params: dict[str, Any], *, epochs: int, seed: int, m
         rates = featurize_rates(table, store_root, platform, tokenizer, platform.spec_vector)
     for name in models:
         log(f"training {LABELS[name]} ...")
+        tcfg = TrainConfig.from_params(params, name, epochs=epochs, seed=seed)  # the model's own recipe
         if name == "xgb":
             r = train_xgb(psf["xgb"], splits, eval_name, xgb_rounds, seed, infer_batch)
         elif name == "pacm":

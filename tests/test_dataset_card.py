@@ -56,6 +56,20 @@ def test_card_counts_tasks_failures_and_paired_programs(stores):
     assert "Not measured yet" in render_markdown(card)
 
 
+def test_a_collection_of_its_own_is_counted_beside_the_main_store(stores):
+    records, retest, tmp = stores
+    gpu = RecordStore(tmp / "records_gpu")
+    gpu.append("gpu-x", "0x1", records_to_table(_rows("gpu-x", "0x1", "conv2d", 3, fail=(2,))))
+    card = dataset_card(records.root, retest.root, tmp / "dvc.lock", other_stores=[gpu.root, tmp / "absent"])
+    assert "gpu-x" not in card["platforms"] and card["paired_programs"] == 7  # the main store's figures stand
+    row = card["other_stores"][str(gpu.root)]["platforms"]["gpu-x"]
+    assert (row["programs"], row["failed"]) == (3, 1) and card["other_stores"][str(gpu.root)]["tasks"] == 1
+    assert card["other_stores"][str(tmp / "absent")] == {"tasks": 0, "platforms": {}}
+    assert card["programs_total"] == 10 + 10 + 3
+    text = render_markdown(card)
+    assert f"| gpu-x ({gpu.root}) | 3 | 1" in text and "23 programs in all" in text
+
+
 def test_retest_correlation_is_one_for_the_same_ranking_and_lower_for_a_shuffled_one(stores):
     records, retest, tmp = stores
     same = _rows("a", "0x1", "conv2d", 6, scale=1.1, fail=(5,))  # every latency 10% slower: same ranking

@@ -106,6 +106,16 @@ def test_train_config_reads_the_section_and_takes_overrides(params):
         TrainConfig.from_params(_with(params, "train.loss", "hinge"))
 
 
+def test_one_models_recipe_overrides_the_shared_optimizer_settings_for_that_model_only(params):
+    p = _with(_with(params, "train.lr", 0.01), "train.optimizer_by_model", {"tcl_stores": {"lr": 3e-4, "batch_size": 64}})
+    mine, other = TrainConfig.from_params(p, "tcl_stores"), TrainConfig.from_params(p, "tenset_mlp")
+    assert (mine.lr, mine.batch_size, mine.epochs) == (3e-4, 64, params["train"]["epochs"])
+    assert (other.lr, other.batch_size) == (0.01, params["train"]["batch_size"])
+    assert TrainConfig.from_params(p, "tcl_stores", lr=0.5).lr == 0.5  # a caller's keyword still wins
+    with pytest.raises(ValueError, match=r"train.optimizer_by_model.tcl_stores.*n_layer"):
+        TrainConfig.from_params(_with(params, "train.optimizer_by_model", {"tcl_stores": {"n_layer": 3}}))
+
+
 def test_sampling_mode_applies_only_to_the_listed_platforms(params):
     s = SamplingSettings.from_params(_with(_with(params, "sampling.platforms", ["a"]), "sampling.mode", "active"))
     assert (s.mode_for("a"), s.mode_for("b")) == ("active", "all")

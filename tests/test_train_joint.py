@@ -75,7 +75,11 @@ def trained(features, params, tmp_path_factory):
             "registry": {"prefix": "jt", "params_sections": ["seed", "train"]},
             "sampling": {"platforms": []},
             "train": {**params["train"], "platforms": list(PLATFORMS), "joint_models": ["mlp"], "epochs": 60,
-                      "lr": 0.003, "batch_size": 64, "threads": 1, "hparams": {"mlp": HP},
+                      "lr": 0.003, "batch_size": 64, "threads": 1,
+                      # the joint model trains with its own recipe, not the per-platform model's: an lr of 1e-5
+                      # or 8 hidden units leaking in would fail the ranking assertions below
+                      "hparams": {"mlp": {"hidden": 8, "encoder_layers": 1, "res_blocks": 1}, "mlp_joint": HP},
+                      "optimizer_by_model": {"mlp": {"lr": 1e-5}},
                       "checkpoint_dir": str(where / "ckpt"), "eval": {"bootstrap": 0}}}
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(where)
@@ -111,6 +115,7 @@ def test_one_model_ranks_both_platforms_and_is_registered_for_each(trained, feat
         assert float(version.tags["score.test_top1"]) == pytest.approx(m["test_top1_ratio_of_sums"], abs=1e-3)
         loaded[p] = tracking.registry.load_version(m["registered_model"], "1")
         assert loaded[p].spec_vector == get_platform(used, p).spec_vector   # each bundle tokenizes for its CPU
+        assert loaded[p].model.hparams["hidden"] == HP["hidden"]   # train.hparams.mlp_joint, not .mlp
         # opposite rankings on the same programs: only the hardware row lets one model get both right
         test = dict(np.load(features / "features" / p / "test.npz"))
         acc = pairwise_accuracy(predict(loaded[p].model, test["x"]), test["label"], test["group"])

@@ -87,9 +87,32 @@ def _bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
 
 
+def platform_rows(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per platform of a store's frame: programs, failures, programs per task, latency range, hours, load."""
+    ok = df[df["error_code"] == ""]
+    rows = {}
+    for platform, g in df.groupby("platform"):
+        per_task = g.groupby("task_key").size()
+        ms = ok[ok["platform"] == platform]["median_sec"].to_numpy() * 1e3
+        rows[platform] = {
+            "programs": int(len(g)),
+            "failed": int((g["error_code"] != "").sum()),
+            "failed_by_code": {k: int(v) for k, v in g[g["error_code"] != ""]["error_code"].value_counts().items()},
+            "programs_per_task": {"min": int(per_task.min()), "median": float(per_task.median()),
+                                  "max": int(per_task.max())},
+            "latency_ms": {q: float(np.percentile(ms, p)) if len(ms) else float("nan")
+                           for q, p in (("min", 0), ("p5", 5), ("median", 50), ("p95", 95), ("max", 100))},
+            "measuring_hours": round(measuring_hours(g), 3),
+            "load_avg": {"median": float(g["load_avg"].median()), "p95": float(g["load_avg"].quantile(0.95))},
+        }
+    return rows
+
+
 def dataset_card(records_root: str | Path, retest_root: str | Path, lock_path: str | Path,
-                 remote_dir: str | Path | None = None, repo_dir: str | Path | None = None) -> dict[str, Any]:
-    """Every figure of the card, as one JSON-able dict (`repo_dir`: add the repository's footprint)."""
+                 remote_dir: str | Path | None = None, repo_dir: str | Path | None = None,
+                 other_stores: list[str | Path] = ()) -> dict[str, Any]:
+    """Every figure of the card, as one JSON-able dict (`repo_dir`: add the repository's footprint;
+    `other_stores`: collections of their own, e.g. params gpu_collect's, counted beside the main store)."""
     store = RecordStore(records_root)
     df = _frame(store)
     tasks = df.drop_duplicates("task_key")
@@ -108,20 +131,13 @@ def dataset_card(records_root: str | Path, retest_root: str | Path, lock_path: s
         "platforms": {},
     }
     ok = df[df["error_code"] == ""]
-    for platform, g in df.groupby("platform"):
-        per_task = g.groupby("task_key").size()
-        ms = ok[ok["platform"] == platform]["median_sec"].to_numpy() * 1e3
-        card["platforms"][platform] = {
-            "programs": int(len(g)),
-            "failed": int((g["error_code"] != "").sum()),
-            "failed_by_code": {k: int(v) for k, v in g[g["error_code"] != ""]["error_code"].value_counts().items()},
-            "programs_per_task": {"min": int(per_task.min()), "median": float(per_task.median()),
-                                  "max": int(per_task.max())},
-            "latency_ms": {q: float(np.percentile(ms, p)) if len(ms) else float("nan")
-                           for q, p in (("min", 0), ("p5", 5), ("median", 50), ("p95", 95), ("max", 100))},
-            "measuring_hours": round(measuring_hours(g), 3),
-            "load_avg": {"median": float(g["load_avg"].median()), "p95": float(g["load_avg"].quantile(0.95))},
-        }
+    card["platforms"] = platform_rows(df)
+    card["other_stores"] = {}
+    for root in other_stores:
+        other = _frame(RecordStore(root)) if Path(root).exists() else pd.DataFrame(columns=COLUMNS)
+        card["other_stores"][str(root)] = {"tasks": int(other["task_key"].nunique()), "platforms": platform_rows(other)}
+    card["programs_total"] = int(len(df)) + sum(p["programs"] for o in card["other_stores"].values()
+                                                 for p in o["platforms"].values())
     platforms = sorted(card["platforms"])
     ran = ok.groupby("program_id")["platform"].nunique()
     card["paired_programs"] = int((ran == len(platforms)).sum()) if platforms else 0
@@ -151,12 +167,20 @@ def render_markdown(card: dict[str, Any]) -> str:
               "## Platforms", "",
               "| platform | programs | failed | programs/task min-median-max | latency ms min / p5 / median / p95 / max "
               "| measuring hours | load avg median (p95) |", "|---|---|---|---|---|---|---|"]
-    for name, p in card["platforms"].items():
+    others = card.get("other_stores") or {}
+    rows = [*card["platforms"].items(), *((f"{name} ({root})", p) for root, o in others.items()
+                                          for name, p in o["platforms"].items())]
+    for name, p in rows:
         lat, ppt = p["latency_ms"], p["programs_per_task"]
         lines.append(f"| {name} | {p['programs']} | {p['failed']} {p['failed_by_code'] or ''} "
                      f"| {ppt['min']}-{ppt['median']:g}-{ppt['max']} "
                      f"| {lat['min']:.3f} / {lat['p5']:.3f} / {lat['median']:.3f} / {lat['p95']:.2f} / {lat['max']:.2f} "
                      f"| {p['measuring_hours']:.2f} | {p['load_avg']['median']:.2f} ({p['load_avg']['p95']:.2f}) |")
+    if others:
+        lines += ["", f"{card['programs_total']:,} programs in all: "
+                  f"{sum(p['programs'] for p in card['platforms'].values()):,} in the main store, "
+                  + ", ".join(f"{sum(p['programs'] for p in o['platforms'].values()):,} on {o['tasks']} tasks in "
+                              f"`{root}` (a collection of its own)" for root, o in others.items()) + "."]
     lines += ["", "## Test-retest", ""]
     if card["retest"]:
         lines += ["The same programs measured again later (`retest` stage). Spearman of the latencies, and of the "

@@ -72,7 +72,7 @@ def train_recipe(model_name: str, recipe: dict[str, Any], params: dict[str, Any]
     from ..models import build_model
 
     overrides, hparams = split_recipe(recipe)
-    cfg = TrainConfig.from_params(params, epochs=epochs, seed=seed, threads=threads, **overrides)
+    cfg = TrainConfig.from_params(params, model_name, epochs=epochs, seed=seed, threads=threads, **overrides)
     base = dict(((params.get("train") or {}).get("hparams") or {}).get(model_name) or {})
     model = build_model(model_name, feat_dim=feat_dim, seq_len=seq_len, seed=seed, **{**base, **hparams})
     fit(model, train["x"], train["label"], train["group"], cfg)

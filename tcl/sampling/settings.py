@@ -54,7 +54,7 @@ class SamplingSettings:
 
     def train_config(self, params: dict[str, Any], seed: int) -> TrainConfig:
         """The train stage's optimizer settings with this block's epochs: f is the same kind of model."""
-        return TrainConfig.from_params(params, epochs=self.epochs, seed=seed, device=self.device)
+        return TrainConfig.from_params(params, self.model, epochs=self.epochs, seed=seed, device=self.device)
 
     def hparams(self, params: dict[str, Any]) -> dict[str, Any]:
         return dict(((params.get("train") or {}).get("hparams") or {}).get(self.model) or {})

@@ -82,8 +82,11 @@ def train_joint_model(model_name: str, params: dict[str, Any], features_root: st
     features_root = Path(features_root)
     platforms = list(params["train"]["platforms"])
     name = joint_name(model_name)
-    hparams = dict((params["train"].get("hparams") or {}).get(model_name) or {})
-    tcfg = TrainConfig.from_params(params)
+    # Its own recipe under its registered name (train.hparams / train.optimizer_by_model `<model>_joint`): a
+    # recipe searched for the per-platform model need not suit the union; without hparams of its own, the model's.
+    all_hparams = params["train"].get("hparams") or {}
+    hparams = dict(all_hparams.get(name) or all_hparams.get(model_name) or {})
+    tcfg = TrainConfig.from_params(params, name)
     if not getattr(MODELS[model_name], "trains_by_gradient", True):
         raise ValueError(f"train.joint_models: {model_name!r} is trained by its own fit, not by gradient steps "
                          "over the union; a joint model is one of the neural models")

@@ -38,14 +38,19 @@ class TrainConfig:
     device: str = "cpu"  # "cuda" on a GPU machine (the data is small: it is moved there whole)
 
     @classmethod
-    def from_params(cls, params: dict[str, Any], **overrides: Any) -> "TrainConfig":
-        """The optimizer settings of params.yaml's `train:` section (and the top-level `seed`), with any
-        non-None keyword overriding them: the train stage, the sampler's f and the benchmarks train alike.
-        An unknown key in the section fails here, naming it, before any training starts."""
+    def from_params(cls, params: dict[str, Any], model: str | None = None, **overrides: Any) -> "TrainConfig":
+        """The optimizer settings of params.yaml's `train:` section (and the top-level `seed`), then
+        `train.optimizer_by_model.<model>` (one model's recipe, e.g. tcl_stores' searched lr and batch), then
+        any non-None keyword: the train stage, the sampler's f and the benchmarks train alike. An unknown key
+        in the section fails here, naming it, before any training starts."""
         cfg = dict(params.get("train") or {})
         optimizer = ("epochs", "lr", "batch_size", "loss", "weight_decay", "threads")
         check_keys(cfg, (*optimizer, *TRAIN_SECTION_KEYS), "train")
+        by_model = cfg.get("optimizer_by_model") or {}
+        for name, recipe in by_model.items():
+            check_keys(recipe or {}, optimizer, f"train.optimizer_by_model.{name}")
         values = {k: cfg[k] for k in optimizer if cfg.get(k) is not None}
+        values.update({k: v for k, v in (by_model.get(model) or {}).items() if v is not None})
         values["seed"] = params.get("seed", 0)
         values.update({k: v for k, v in overrides.items() if v is not None})
         out = cls(**values)
@@ -59,7 +64,8 @@ class TrainConfig:
 
 
 # The train section's keys that are not optimizer settings (read by the train stage and tcl.train.evaluate).
-TRAIN_SECTION_KEYS = ("platforms", "models", "joint_models", "checkpoint_dir", "eval", "hparams")
+TRAIN_SECTION_KEYS = ("platforms", "models", "joint_models", "checkpoint_dir", "eval", "hparams",
+                      "optimizer_by_model")
 
 
 @dataclass

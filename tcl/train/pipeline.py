@@ -53,7 +53,7 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
     """
     cfg = params["train"]
     hparams = dict((cfg.get("hparams") or {}).get(model_name) or {})
-    tcfg = TrainConfig.from_params(params)
+    tcfg = TrainConfig.from_params(params, model_name)
     train, val, test = (load_split(features_dir, s) for s in ("train", "validation", "test"))
     pool_rows = len(train["x"])
     if pool_rows == 0:
