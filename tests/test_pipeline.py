@@ -65,6 +65,7 @@ def repo_copy(tmp_path_factory):
             continue
         (dst / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / rel, dst / rel)
+    (dst / "data" / "records_gpu").mkdir(parents=True)  # the dataset card's GPU store: none measured here
     params = _merge(yaml.safe_load((REPO / "params.yaml").read_text()), TINY)
     (dst / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     subprocess.run(["git", "init", "-q"], cwd=dst, check=True)
