@@ -70,11 +70,12 @@ def _mean_std(values: list[float]) -> dict[str, float | None]:
 
 
 def summarize(tables: dict[int, list[dict[str, Any]]], baseline: str) -> list[dict[str, Any]]:
-    """Per cost model, each figure's mean/std over seeds; reach-the-baseline figures over the seeds that reached it."""
-    models = [row["cost_model"] for row in next(iter(tables.values()))]
+    """Per cost model, each figure's mean/std over the seeds that tuned it; reach-the-baseline figures over
+    the seeds that reached it."""
+    models = list(dict.fromkeys(row["cost_model"] for table in tables.values() for row in table))
     out = []
     for model in models:
-        rows = [next(r for r in table if r["cost_model"] == model) for table in tables.values()]
+        rows = [r for table in tables.values() for r in table if r["cost_model"] == model]
         entry: dict[str, Any] = {"cost_model": model, "seeds": len(rows)}
         for key in FIGURES:
             entry[key] = _mean_std([r[key] for r in rows])
@@ -229,13 +230,13 @@ def plot_network(curves: dict[int, dict[str, list]], path: Path, title: str) -> 
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-    models = list(next(iter(curves.values())))
+    models = list(dict.fromkeys(m for runs in curves.values() for m in runs))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for axis, ax, label in ((0, axes[0], "measured trials"), (1, axes[1], "tuning wall time (s)")):
         for i, model in enumerate(models):
             color = colors[i % len(colors)]
             for k, runs in enumerate(curves.values()):
-                points = [(p[axis], p[2]) for p in runs[model] if math.isfinite(p[2])]
+                points = [(p[axis], p[2]) for p in runs.get(model, []) if math.isfinite(p[2])]
                 if not points:
                     continue
                 xs, ys = zip(*points)
@@ -287,7 +288,7 @@ def search_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]]) -> lis
 
 def render(summary: dict[str, list[dict[str, Any]]], baseline: str, seeds: dict[str, list[int]],
            budgets: dict[str, int], retimed: bool = False, settings: list[str] = ()) -> str:
-    """The table; `seeds` per network, since a network's seed counts only once all its models are tuned."""
+    """The table; `seeds` per network: those whose baseline is tuned (each model's figures over its own)."""
     head = ["network", "cost model", "trials", "trials per task per round", f"trials to {baseline} final", f"seconds to {baseline} final",
             f"seeds reaching {baseline}", f"x fewer trials than {baseline}", f"x less time than {baseline}",
             f"{baseline} trials to match", f"{baseline} seconds to match",
@@ -307,7 +308,8 @@ def render(summary: dict[str, list[dict[str, Any]]], baseline: str, seeds: dict[
                 _fmt(r["cost_model_share"], 2)]) + " |")
     budget_text = ", ".join(f"{m} {n}" for m, n in budgets.items())
     seed_text = ", ".join(f"{network} {network_seeds}" for network, network_seeds in seeds.items())
-    notes = [f"trial budgets: {budget_text}; seeds: {seed_text}; mean +- sample std over seeds.",
+    notes = [f"trial budgets: {budget_text}; seeds: {seed_text}; mean +- sample std over the seeds each model "
+             "was tuned in (the column 'seeds reaching' counts them).",
              f"'to {baseline} final': this model's trials/seconds to reach {baseline}'s final estimate of the same "
              f"seed, over the seeds that reached it; '{baseline} to match': {baseline}'s trials/seconds to reach this "
              f"model's final estimate, over the seeds where it did (in brackets). 'x fewer trials' / 'x less "
@@ -389,9 +391,12 @@ def main() -> None:
             if kept:
                 print(f"{network} seed {seed}: {', '.join(kept)} tuned by an earlier run ({run_dir}), kept")
             missing = [m for m in models if m not in done]
-            if args.report_only and missing:
-                print(f"{network} seed {seed}: {', '.join(missing)} not tuned yet, seed left out of the report")
+            if args.report_only and baseline not in done:
+                print(f"{network} seed {seed}: {baseline} not tuned yet, seed left out of the report")
                 continue
+            if args.report_only and missing:  # each model's figures are over the seeds that tuned it
+                print(f"{network} seed {seed}: {', '.join(missing)} not tuned yet, reported without them")
+                missing = []
             for model in missing:
                 run_params = copy.deepcopy(params)
                 run_params["seed"] = seed
@@ -399,13 +404,14 @@ def main() -> None:
                                           bundles=bundles)
                 run_tuning_stage(platform, run_params, run_dir / run_label(model, per_iters[model]))
                 done = tuned_models(run_dir, platform.name, budgets, digests, per_iters)
-            tables[seed] = seed_table(done, models, baseline)
-            curves[seed] = {m: done[m][1] for m in models}
+            tuned = [m for m in models if m in done]
+            tables[seed] = seed_table(done, tuned, baseline)
+            curves[seed] = {m: done[m][1] for m in tuned}
         name = Path(network).stem
         if not tables:
             continue
         libraries = {(seed, m): library_path(out / name / f"seed{seed}", platform.name, m, name, per_iters[m])
-                     for seed in tables for m in models}
+                     for seed in tables for m in curves[seed]}
         if args.retime_rounds and all(libraries.values()):
             print(f"{name}: timing {len(libraries)} compiled libraries and the reference again, "
                   f"interleaved, {args.retime_rounds} rounds")

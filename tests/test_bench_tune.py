@@ -115,8 +115,9 @@ def test_back_to_back_latencies_replace_the_runs_own_and_the_speedup_follows(ben
     assert tables[1][0]["speedup_vs_reference"] == pytest.approx(3.0 / 1.1)
 
 
-def test_report_only_summarizes_the_seeds_whose_every_model_is_tuned(bench, tmp_path, monkeypatch, capsys):
-    """main() over per-model results on disk, tuning nothing: seed 1 lacks tcl and is left out."""
+def test_report_only_summarizes_each_model_over_the_seeds_that_tuned_it(bench, tmp_path, monkeypatch, capsys):
+    """main() over per-model results on disk, tuning nothing: seed 1 lacks tcl (xgb counts it, tcl does not),
+    seed 2 lacks the baseline and is left out."""
     import json
     import sys
 
@@ -130,17 +131,23 @@ def test_report_only_summarizes_the_seeds_whose_every_model_is_tuned(bench, tmp_
     tuned(0, "xgb", [(8, 1.0, 3.0), (16, 2.0, 2.0)])
     tuned(0, "tcl", [(8, 1.5, 1.9), (16, 3.0, 1.8)])
     tuned(1, "xgb", [(8, 1.0, 3.0)])
+    tuned(2, "tcl", [(8, 1.0, 1.0)])
     monkeypatch.setenv("TCL_TRACKING", "off")
     monkeypatch.setattr(sys, "argv", ["bench_tune.py", "--platform", "local-1c", "--networks", "net", "--trials",
-                                      "64", "--seeds", "0", "1", "--models", "xgb", "tcl", "--report-only",
+                                      "64", "--seeds", "0", "1", "2", "--models", "xgb", "tcl", "--report-only",
                                       "--out", str(tmp_path)])
     bench.main()
-    assert "net seed 1: tcl not tuned yet" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "net seed 1: tcl not tuned yet, reported without them" in out
+    assert "net seed 2: xgb not tuned yet, seed left out" in out
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["seeds"] == {"net": [0]}
+    assert summary["seeds"] == {"net": [0, 1]}
     rows = {r["cost_model"]: r for r in summary["networks"]["net"]}
-    assert rows["tcl"]["trials_to_xgb_final"]["mean"] == 8 and rows["xgb"]["trials_to_xgb_final"]["mean"] == 16
-    assert (tmp_path / "net.png").stat().st_size > 1000 and "| net | tcl | 65 | 8 | 8 +- 0 |" in (tmp_path / "summary.md").read_text()
+    assert (rows["xgb"]["seeds"], rows["tcl"]["seeds"]) == (2, 1)
+    assert rows["tcl"]["trials_to_xgb_final"]["mean"] == 8 and rows["xgb"]["trials_to_xgb_final"]["mean"] == 12
+    assert (tmp_path / "net.png").stat().st_size > 1000
+    text = (tmp_path / "summary.md").read_text()
+    assert "| net | tcl | 65 | 8 | 8 +- 0 |" in text and "| 1/1 |" in text and "| 2/2 |" in text
 
 
 def test_the_report_names_each_models_recorded_search_settings(bench):
