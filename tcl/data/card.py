@@ -134,7 +134,7 @@ def dataset_card(records_root: str | Path, retest_root: str | Path, lock_path: s
     card["platforms"] = platform_rows(df)
     card["other_stores"] = {}
     for root in other_stores:
-        other = _frame(RecordStore(root)) if Path(root).exists() else pd.DataFrame(columns=COLUMNS)
+        other = _frame(RecordStore(root))  # a store not there yet reads as no records
         card["other_stores"][str(root)] = {"tasks": int(other["task_key"].nunique()), "platforms": platform_rows(other)}
     card["programs_total"] = int(len(df)) + sum(p["programs"] for o in card["other_stores"].values()
                                                  for p in o["platforms"].values())
