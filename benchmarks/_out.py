@@ -42,16 +42,20 @@ def out_path(args: argparse.Namespace, report: str) -> Path:
 
 
 def add_epochs_args(ap: argparse.ArgumentParser, example: str) -> None:
-    """--epochs (every model; default params.yaml train.epochs) and --epochs-for MODEL=N overrides."""
+    """--epochs (every model; default each model's recipe) and --epochs-for MODEL=N overrides."""
     ap.add_argument("--epochs", type=int, default=None, help="epochs of every gradient-trained model "
-                    "(default: params.yaml train.epochs)")
+                    "(default: each model's recipe, params.yaml train.optimizer_by_model.<model>.epochs or "
+                    "train.epochs)")
     ap.add_argument("--epochs-for", nargs="*", default=[], metavar="MODEL=N", help=f"per-model epochs, e.g. {example}")
 
 
-def epochs_by_model(args: argparse.Namespace, default: int, known: list[str] | dict) -> dict[str, int]:
-    """Epochs of each of `args.models`: --epochs (else `default`), then --epochs-for; a model named there but
-    not in --models this time is ignored (its cells stay as they are); an unknown one stops the run."""
-    epochs_of = {m: args.epochs or default for m in args.models}
+def epochs_by_model(args: argparse.Namespace, params: dict, known: list[str] | dict) -> dict[str, int]:
+    """Epochs of each of `args.models`: --epochs (else the model's recipe, as the train stage trains it), then
+    --epochs-for; a model named there but not in --models this time is ignored (its cells stay as they are); an
+    unknown one stops the run."""
+    from tcl.train.loop import TrainConfig
+
+    epochs_of = {m: args.epochs or TrainConfig.from_params(params, m).epochs for m in args.models}
     for item in args.epochs_for:
         model, _, n = item.partition("=")
         if model not in known or not n.isdigit():

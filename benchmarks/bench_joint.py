@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     params = load_params(args.params)
     platforms = args.platforms or list(params["train"]["platforms"])
-    epochs_of = epochs_by_model(args, int(params["train"]["epochs"]), JOINT_LABELS)
+    epochs_of = epochs_by_model(args, params, JOINT_LABELS)
     prov = provenance(__file__, argv)  # the data as locked when the run starts
     features_root, records_root = REPO / "data" / "features", REPO / "data" / "records"
     import torch

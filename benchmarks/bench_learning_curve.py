@@ -8,8 +8,9 @@ Two axes, the held-out test split (held-out networks) fixed throughout:
 - tasks: that share of the training tasks, whole, drawn with the cell's seed.
 
 Each (model, axis, fraction, seed) cell trains one model from scratch and writes its test
-scores to `<cells>/<model>-<axis>-<fraction>-s<seed>.json`; a cell already there is skipped,
-so a killed run resumes. The figures (tcl.train.evaluate: eq. 12, mean per network, mean per
+scores and recipe to `<cells>/<model>-<axis>-<fraction>-s<seed>.json`; a cell already there
+with the same recipe is skipped, so a killed run resumes (one trained with another recipe,
+e.g. before params.yaml changed, is trained again). The figures (tcl.train.evaluate: eq. 12, mean per network, mean per
 task, bootstrap CIs over tasks, seed mean and spread) aggregate the seeds of each point.
 
     python benchmarks/bench_learning_curve.py --platform zen4-avx512-1c --models tenset_mlp mlp xgb \
@@ -65,6 +66,23 @@ def subsample(train: dict[str, np.ndarray], axis: str, fraction: float, seed: in
     return np.concatenate(rows)
 
 
+def cell_recipe(params: dict[str, Any], model_name: str, epochs: int) -> dict[str, Any]:
+    """What a cell's scores depend on besides its data and seed: the model's optimizer settings and
+    hyperparameters from params.yaml (a cell trained with other ones is stale)."""
+    from dataclasses import asdict
+
+    from tcl.train.loop import TrainConfig
+
+    optimizer = asdict(TrainConfig.from_params(params, model_name, epochs=epochs))
+    hparams = dict(((params["train"].get("hparams") or {}).get(model_name)) or {})
+    return {**{k: v for k, v in optimizer.items() if k not in ("seed", "threads", "device")}, "hparams": hparams}
+
+
+def is_current(path: Path, recipe: dict[str, Any]) -> bool:
+    """Whether the cell at `path` exists and was trained with `recipe`."""
+    return path.exists() and json.loads(path.read_text()).get("recipe") == recipe
+
+
 def train_cell(model_name: str, x_train: np.ndarray, train: dict[str, np.ndarray], rows: np.ndarray,
                x_test: np.ndarray, feature_shape: tuple[int, int], params: dict[str, Any], epochs: int,
                seed: int) -> tuple[np.ndarray, float]:
@@ -96,8 +114,9 @@ def run_cells(platform: str, params: dict[str, Any], models: list[str], axes: li
     base = {s: load_split(features_dir, s) for s in ("train", "test")}
     cells_dir.mkdir(parents=True, exist_ok=True)
     for model_name in models:
+        recipe = json.loads(json.dumps(cell_recipe(params, model_name, epochs_of[model_name])))  # as read back
         todo = [(a, f, s) for a in axes for f in fractions for s in seeds
-                if not cell_path(cells_dir, model_name, a, f, s).exists()]
+                if not is_current(cell_path(cells_dir, model_name, a, f, s), recipe)]
         if not todo:
             continue
         splits, featurizer = model_inputs(model_name, platform, params, features_dir, dict(base),
@@ -107,7 +126,7 @@ def run_cells(platform: str, params: dict[str, Any], models: list[str], axes: li
             scores, seconds = train_cell(model_name, splits["train"]["x"], base["train"], rows, splits["test"]["x"],
                                          featurizer.feature_shape, params, epochs_of[model_name], seed)
             cell = {"model": model_name, "axis": axis, "fraction": fraction, "seed": seed,
-                    "epochs": epochs_of[model_name], "train_programs": int(len(rows)),
+                    "epochs": epochs_of[model_name], "recipe": recipe, "train_programs": int(len(rows)),
                     "train_tasks": int(len(np.unique(base["train"]["group"][rows]))), "train_seconds": seconds,
                     "scores": [float(s) for s in scores]}
             atomic_write_bytes(cell_path(cells_dir, model_name, axis, fraction, seed), json.dumps(cell).encode())
@@ -286,7 +305,7 @@ def main(argv: list[str] | None = None) -> None:
     if any(not 0 < f <= 100 for f in args.fractions):
         raise SystemExit(f"--fractions are percentages in (0, 100], got {args.fractions}")
     fractions = [f / 100 for f in args.fractions]
-    epochs_of = epochs_by_model(args, int(params["train"]["epochs"]), LABELS)
+    epochs_of = epochs_by_model(args, params, LABELS)
     cells_dir = args.cells or REPO / "tmp" / "learning_curve" / args.platform
     prov = provenance(__file__, argv)  # the data as locked when the run starts
     import torch

@@ -154,17 +154,19 @@ def _fmt(v: Any, digits: int = 3) -> str:
 
 def render(result: dict[str, Any]) -> str:
     """The markdown table (also what is printed)."""
-    head = ["model", "features", "params", "size MB", "train s", "s/epoch", "infer cand/s", "featurize cand/s",
-            "top1 sums", "top1 mean/net", "top5 sums", "top5 mean/net", "pairwise acc"]
+    head = ["model", "features", "params", "size MB", "epochs", "train s", "s/epoch", "infer cand/s",
+            "featurize cand/s", "top1 sums", "top1 mean/net", "top5 sums", "top5 mean/net", "pairwise acc"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in result["models"]:
         cells = [r["label"], r["features"], _fmt(r["params"]) + (" nodes" if r["name"] == "xgb" else ""),
-                 _fmt(r["size_mb"]), _fmt(r["train_s"], 1), _fmt(r["s_per_epoch"], 2), _fmt(r["infer_per_s"], 0),
+                 _fmt(r["size_mb"]), _fmt(r.get("epochs", result["epochs"])), _fmt(r["train_s"], 1),
+                 _fmt(r["s_per_epoch"], 2), _fmt(r["infer_per_s"], 0),
                  _fmt(r.get("featurize_per_s"), 0), *(_fmt(r.get(m)) for m in METRICS)]
         lines.append("| " + " | ".join(cells) + " |")
     rows = result["rows"]
+    epochs = result["epochs"] or "of each model's recipe (column)"
     notes = [f"platform {result['platform']}; evaluated on {result['eval_note']}; rows train/validation/test = "
-             f"{rows['train']}/{rows['validation']}/{rows['test']}; epochs {result['epochs']}, seed {result['seed']}"
+             f"{rows['train']}/{rows['validation']}/{rows['test']}; epochs {epochs}, seed {result['seed']}"
              f", XGB {result['xgb_rounds']} rounds (rank:pairwise, qid = task)."]
     if "per_store" in result:
         ps = result["per_store"]
@@ -178,10 +180,11 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n"
 
 
-def run(platform_name: str, params: dict[str, Any], *, epochs: int, seed: int, models: list[str],
+def run(platform_name: str, params: dict[str, Any], *, epochs: int | None, seed: int, models: list[str],
         features_root: Path, validated: Path, store_root: Path, xgb_rounds: int = 200,
         infer_batch: int = 512, extract_threads: int = 1, log=print) -> dict[str, Any]:
-    """Train and score every requested model; returns the result dict (see render())."""
+    """Train and score every requested model (for `epochs`, else each for its recipe's); returns the result
+    dict (see render())."""
     from tcl.features.dataset import load_split
     from tcl.features.per_store import default_cache_path, pad_stores, split_features, sum_stores
     from tcl.models import MODELS
@@ -249,7 +252,8 @@ def run(platform_name: str, params: dict[str, Any], *, epochs: int, seed: int, m
             r = train_torch(name, token_x, splits, eval_name, tcfg, dict(hp.get(name) or {}),
                             feat_dim=cols, seq_len=rows, infer_batch=infer_batch)
         kind = MODELS[name].input_kind  # tokens, per_store or pacm: the keys of FEATURES and of the rates
-        r.update(name=name, label=LABELS[name], features=FEATURES[kind], featurize_per_s=rates.get(kind))
+        r.update(name=name, label=LABELS[name], features=FEATURES[kind], featurize_per_s=rates.get(kind),
+                 epochs=None if name == "xgb" else tcfg.epochs)
         result["models"].append(r)
     return result
 
@@ -262,7 +266,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--platform", default="zen4-avx512-1c")
     ap.add_argument("--params", default=str(REPO / "params.yaml"))
-    ap.add_argument("--epochs", type=int, default=None, help="default: params train.epochs")
+    ap.add_argument("--epochs", type=int, default=None, help="every model's epochs (default: each model's recipe, "
+                    "train.optimizer_by_model.<model>.epochs or train.epochs)")
     ap.add_argument("--seed", type=int, default=None, help="default: params seed")
     ap.add_argument("--models", default=",".join(TOKEN_MODELS + PSF_MODELS))
     ap.add_argument("--xgb-rounds", type=int, default=200)
@@ -275,8 +280,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = ap.parse_args(argv)
     prov = provenance(__file__, argv)  # the data as locked when the run starts
     params = load_params(args.params)
-    epochs = args.epochs if args.epochs is not None else int(params["train"]["epochs"])
-    result = run(args.platform, params, epochs=epochs,
+    result = run(args.platform, params, epochs=args.epochs,
                  seed=args.seed if args.seed is not None else int(params.get("seed", 0)),
                  models=[m.strip() for m in args.models.split(",") if m.strip()],
                  features_root=Path(args.features_root),

@@ -138,6 +138,7 @@ def test_bench_models_runs_end_to_end(toy_store, params, host_platform, tmp_path
                        xgb_rounds=5, log=lambda _: None)
     assert result["eval_split"] == "test" and result["rows"]["test"] == 8
     assert [r["name"] for r in result["models"]] == models
+    assert {r["name"]: r["epochs"] for r in result["models"]} == {**dict.fromkeys(models, 1), "xgb": None}
     for r in result["models"]:
         assert 0 < r["top1_ratio_of_sums"] <= 1 and r["infer_per_s"] > 0 and r["featurize_per_s"] > 0, r
     assert (tmp_path / "features" / f"{host_platform.name}.per_store.npz").exists()

@@ -120,8 +120,9 @@ def test_cells_train_each_setting_resume_and_report(inputs, params, tmp_path, on
 
 
 def test_epochs_per_model_come_from_one_parser_shared_by_the_benchmarks():
-    """--epochs sets every model, --epochs-for overrides one; a model not run this time is ignored, a
-    misspelled one stops the run with the valid names."""
+    """By default each model trains for its recipe's epochs (as the train stage trains it); --epochs sets every
+    model, --epochs-for overrides one; a model not run this time is ignored, a misspelled one stops the run
+    with the valid names."""
     import argparse
 
     from benchmarks._out import add_epochs_args, epochs_by_model
@@ -130,9 +131,12 @@ def test_epochs_per_model_come_from_one_parser_shared_by_the_benchmarks():
     ap.add_argument("--models", nargs="+")
     add_epochs_args(ap, "tcl=2")
     known = ["tcl", "tenset_mlp", "xgb"]
+    params = {"train": {"epochs": 8, "optimizer_by_model": {"tenset_mlp": {"epochs": 12}}}}
+    args = ap.parse_args(["--models", "tcl", "tenset_mlp"])
+    assert epochs_by_model(args, params, known) == {"tcl": 8, "tenset_mlp": 12}, "each model's recipe"
     args = ap.parse_args(["--models", "tcl", "tenset_mlp", "--epochs-for", "tcl=2", "xgb=5"])
-    assert epochs_by_model(args, 8, known) == {"tcl": 2, "tenset_mlp": 8}
-    args = ap.parse_args(["--models", "tcl", "--epochs", "3"])
-    assert epochs_by_model(args, 8, known) == {"tcl": 3}
+    assert epochs_by_model(args, params, known) == {"tcl": 2, "tenset_mlp": 12}
+    args = ap.parse_args(["--models", "tcl", "tenset_mlp", "--epochs", "3"])
+    assert epochs_by_model(args, params, known) == {"tcl": 3, "tenset_mlp": 3}
     with pytest.raises(SystemExit, match="tenset_mlp"):
-        epochs_by_model(ap.parse_args(["--models", "tcl", "--epochs-for", "tlc=2"]), 8, known)
+        epochs_by_model(ap.parse_args(["--models", "tcl", "--epochs-for", "tlc=2"]), params, known)

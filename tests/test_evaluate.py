@@ -118,3 +118,26 @@ def test_learning_curve_subsamples_programs_within_tasks_and_whole_tasks():
     groups = np.unique(train["group"][rows])
     assert len(groups) == 3 and len(rows) == np.isin(train["group"], groups).sum(), "whole tasks"
     assert len(subsample(train, "programs", 1.0, seed=0)) == len(train["group"])
+
+
+def test_a_learning_curve_cell_trained_with_another_recipe_is_trained_again(tmp_path):
+    import copy
+    import json
+
+    from benchmarks.bench_learning_curve import cell_recipe, is_current
+    from tcl.config import load_params
+
+    params = load_params("params.yaml")
+    recipe = cell_recipe(params, "tcl_stores", epochs=8)
+    cell = tmp_path / "tcl_stores-programs-100-s0.json"
+    assert not is_current(cell, recipe), "a missing cell is trained"
+    cell.write_text(json.dumps({"recipe": recipe, "scores": []}))
+    assert is_current(cell, json.loads(json.dumps(recipe))), "the same recipe is kept (resume)"
+    changed = copy.deepcopy(params)
+    changed["train"]["optimizer_by_model"]["tcl_stores"]["lr"] = 1e-2
+    assert not is_current(cell, cell_recipe(changed, "tcl_stores", epochs=8)), "another lr: stale"
+    changed = copy.deepcopy(params)
+    changed["train"]["hparams"]["tcl_stores"]["n_layer"] = 1
+    assert not is_current(cell, cell_recipe(changed, "tcl_stores", epochs=8)), "another depth: stale"
+    assert not is_current(cell, cell_recipe(params, "tcl_stores", epochs=3)), "other epochs: stale"
+    assert cell_recipe(params, "tenset_mlp", epochs=8) != recipe, "each model its own recipe"
