@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks._out import composition_text, provenance_line  # noqa: E402
-from benchmarks.bench_learning_curve import LABELS, _ci, train_cell  # noqa: E402
+from benchmarks.bench_learning_curve import LABELS, _ci, cell_recipe, is_current, train_cell  # noqa: E402
 from tcl import tracking  # noqa: E402
 from tcl.config import load_params  # noqa: E402
 from tcl.data.store import atomic_write_bytes  # noqa: E402
@@ -126,14 +126,15 @@ def cell_path(cells_dir: Path, model: str, setting: str, platform: str, seed: in
 
 def run_cells(model_name: str, inputs: Splits, params: dict[str, Any], seeds: list[int], epochs: int,
               cells_dir: Path, log=print) -> None:
-    """Train every cell of `model_name` not yet in `cells_dir` (one JSON each)."""
+    """Train every cell of `model_name` not yet in `cells_dir` with its recipe (one JSON each)."""
     platforms = list(inputs)
+    recipe = json.loads(json.dumps(cell_recipe(params, BASE_MODEL.get(model_name, model_name), epochs)))
     cells_dir.mkdir(parents=True, exist_ok=True)
     trains = {p: inputs[p]["train"] for p in platforms}
     for seed in seeds:
         for setting, platform in cells_of(platforms):
             path = cell_path(cells_dir, model_name, setting, platform, seed)
-            if path.exists():
+            if is_current(path, recipe):
                 continue
             train = union(trains, training_platforms(setting, platform, platforms))
             scored = scored_platforms(setting, platform, platforms)
@@ -145,6 +146,7 @@ def run_cells(model_name: str, inputs: Splits, params: dict[str, Any], seeds: li
             ends = np.cumsum([len(inputs[p]["test"]["label"]) for p in scored])
             by_platform = dict(zip(scored, np.split(scores, ends[:-1])))
             cell = {"model": model_name, "setting": setting, "platform": platform, "seed": seed, "epochs": epochs,
+                    "recipe": recipe,
                     "train_platforms": sorted(set(train["platform"])), "train_programs": int(len(train["label"])),
                     "train_tasks": int(len(np.unique(train["task_key"]))), "train_seconds": seconds,
                     "scores": {p: [float(v) for v in s] for p, s in by_platform.items()}}

@@ -10,8 +10,9 @@ Two axes, the held-out test split (held-out networks) fixed throughout:
 Each (model, axis, fraction, seed) cell trains one model from scratch and writes its test
 scores and recipe to `<cells>/<model>-<axis>-<fraction>-s<seed>.json`; a cell already there
 with the same recipe is skipped, so a killed run resumes (one trained with another recipe,
-e.g. before params.yaml changed, is trained again). The figures (tcl.train.evaluate: eq. 12, mean per network, mean per
-task, bootstrap CIs over tasks, seed mean and spread) aggregate the seeds of each point.
+e.g. before params.yaml changed, is trained again). The figures (tcl.train.evaluate: eq. 12,
+mean per network, mean per task, bootstrap CIs over tasks, seed mean and spread) aggregate the
+seeds of each point.
 
     python benchmarks/bench_learning_curve.py --platform zen4-avx512-1c --models tenset_mlp mlp xgb \
         --axes programs --fractions 5 10 20 50 100 --seeds 0 1 2 --epochs 8 --epochs-for tcl=3

@@ -104,6 +104,9 @@ def test_cells_train_each_setting_resume_and_report(inputs, params, tmp_path, on
     cell_path(tmp_path, "tenset_mlp", "per_platform", "pc", 0).unlink()
     run_cells("tenset_mlp", inputs, params, [0], 1, tmp_path, log=logged.append)
     assert len(logged) == 1 and logged[0].startswith("tenset_mlp per_platform pc seed 0")
+    logged.clear()
+    run_cells("tenset_mlp", inputs, params, [0], 2, tmp_path, log=logged.append)
+    assert len(logged) == 7, "cells trained with another recipe (here: epochs) are trained again"
 
     tests = {p: inputs[p]["test"] for p in PLATFORMS}
     points = aggregate(tests, tmp_path, EvalSettings(bootstrap=0))
