@@ -38,16 +38,15 @@ from tcl.sampling.active import candidate_pool, measured_labels, sample_active  
 from tcl.sampling.scorer import relabel_within  # noqa: E402
 from tcl.sampling.settings import SamplingSettings  # noqa: E402
 from tcl.train.evaluate import ranking_metrics  # noqa: E402
-from tcl.train.loop import TrainConfig, fit  # noqa: E402
+from tcl.train.loop import TrainConfig, fit, model_hparams  # noqa: E402
 from tcl.models.base import predict  # noqa: E402
 
 
 def held_out(pool, labels, rows, test, params, model_name, seed) -> dict[str, float]:
     """Train the model on `rows` of the pool (their measured labels) and score the test split."""
-    t = params["train"]
-    cfg = TrainConfig.from_params(params, seed=seed, threads=1)
+    cfg = TrainConfig.from_params(params, model_name, seed=seed, threads=1)
     model = build_model(model_name, feat_dim=pool.x.shape[2], seq_len=pool.x.shape[1],
-                        **((t.get("hparams") or {}).get(model_name) or {}))
+                        **model_hparams(params, model_name))
     fit(model, pool.x[rows], relabel_within(labels, pool.group, rows), pool.group[rows], cfg)
     return ranking_metrics(test, predict(model, test["x"]))
 

@@ -128,7 +128,7 @@ def run_cells(model_name: str, inputs: Splits, params: dict[str, Any], seeds: li
               cells_dir: Path, log=print) -> None:
     """Train every cell of `model_name` not yet in `cells_dir` with its recipe (one JSON each)."""
     platforms = list(inputs)
-    recipe = json.loads(json.dumps(cell_recipe(params, BASE_MODEL.get(model_name, model_name), epochs)))
+    recipe = cell_recipe(params, BASE_MODEL.get(model_name, model_name), epochs)
     cells_dir.mkdir(parents=True, exist_ok=True)
     trains = {p: inputs[p]["train"] for p in platforms}
     for seed in seeds:

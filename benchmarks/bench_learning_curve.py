@@ -69,14 +69,15 @@ def subsample(train: dict[str, np.ndarray], axis: str, fraction: float, seed: in
 
 def cell_recipe(params: dict[str, Any], model_name: str, epochs: int) -> dict[str, Any]:
     """What a cell's scores depend on besides its data and seed: the model's optimizer settings and
-    hyperparameters from params.yaml (a cell trained with other ones is stale)."""
+    hyperparameters from params.yaml (a cell trained with other ones is stale), as a cell's JSON reads back."""
     from dataclasses import asdict
 
-    from tcl.train.loop import TrainConfig
+    from tcl.train.loop import TrainConfig, model_hparams
 
     optimizer = asdict(TrainConfig.from_params(params, model_name, epochs=epochs))
-    hparams = dict(((params["train"].get("hparams") or {}).get(model_name)) or {})
-    return {**{k: v for k, v in optimizer.items() if k not in ("seed", "threads", "device")}, "hparams": hparams}
+    recipe = {**{k: v for k, v in optimizer.items() if k not in ("seed", "threads", "device")},
+              "hparams": model_hparams(params, model_name)}
+    return json.loads(json.dumps(recipe))
 
 
 def is_current(path: Path, recipe: dict[str, Any]) -> bool:
@@ -89,11 +90,10 @@ def train_cell(model_name: str, x_train: np.ndarray, train: dict[str, np.ndarray
                seed: int) -> tuple[np.ndarray, float]:
     """(test scores, training seconds) of one model trained on `rows` of the training split."""
     from tcl.models import build_model
-    from tcl.train.loop import TrainConfig, fit
+    from tcl.train.loop import TrainConfig, fit, model_hparams
     from tcl.models.base import predict
 
-    cfg = params["train"]
-    hparams = dict((cfg.get("hparams") or {}).get(model_name) or {})
+    hparams = model_hparams(params, model_name)
     tcfg = TrainConfig.from_params(params, model_name, epochs=epochs, seed=seed, threads=1)
     seq_len, feat_dim = feature_shape
     model = build_model(model_name, feat_dim=feat_dim, seq_len=seq_len, seed=seed, **hparams)
@@ -115,7 +115,7 @@ def run_cells(platform: str, params: dict[str, Any], models: list[str], axes: li
     base = {s: load_split(features_dir, s) for s in ("train", "test")}
     cells_dir.mkdir(parents=True, exist_ok=True)
     for model_name in models:
-        recipe = json.loads(json.dumps(cell_recipe(params, model_name, epochs_of[model_name])))  # as read back
+        recipe = cell_recipe(params, model_name, epochs_of[model_name])
         todo = [(a, f, s) for a in axes for f in fractions for s in seeds
                 if not is_current(cell_path(cells_dir, model_name, a, f, s), recipe)]
         if not todo:

@@ -191,7 +191,7 @@ def run(platform_name: str, params: dict[str, Any], *, epochs: int | None, seed:
     from tcl.features.tokenizer import Tokenizer
     from tcl.platforms import get_platform
     from tcl.train.inputs import model_inputs, workload_stores
-    from tcl.train.loop import TrainConfig
+    from tcl.train.loop import TrainConfig, model_hparams
 
     unknown = sorted(set(models) - set(TOKEN_MODELS) - set(PSF_MODELS))
     if unknown:
@@ -205,8 +205,6 @@ def run(platform_name: str, params: dict[str, Any], *, epochs: int | None, seed:
     log(f"evaluating on {eval_note}")
     tokenizer = Tokenizer.load(features_dir.parent / "tokenizer.json")
     rows, cols = tokenizer.feature_shape
-    cfg = params["train"]
-    hp = cfg.get("hparams") or {}
     result: dict[str, Any] = {"platform": platform_name, "eval_split": eval_name, "eval_note": eval_note,
                               "epochs": epochs, "seed": seed, "xgb_rounds": xgb_rounds,
                               "rows": {s: int(len(a["label"])) for s, a in splits.items()}, "models": []}
@@ -242,14 +240,14 @@ def run(platform_name: str, params: dict[str, Any], *, epochs: int | None, seed:
             at = dict(params, validate={**(params.get("validate") or {}), "validated_root": str(validated.parent)})
             pacm_splits, _ = model_inputs(name, platform_name, at, features_dir, splits, store_root, log)
             pacm_x = {s: a["x"] for s, a in pacm_splits.items()}
-            r = train_torch(name, pacm_x, splits, eval_name, tcfg, dict(hp.get(name) or {}),
+            r = train_torch(name, pacm_x, splits, eval_name, tcfg, model_hparams(params, name),
                             feat_dim=pacm_x["train"].shape[-1], seq_len=pacm_x["train"].shape[1],
                             infer_batch=infer_batch)
         elif name in ("tenset_mlp", "tcl_stores"):
-            r = train_torch(name, psf[name], splits, eval_name, tcfg, dict(hp.get(name) or {}),
+            r = train_torch(name, psf[name], splits, eval_name, tcfg, model_hparams(params, name),
                             feat_dim=psf[name]["train"].shape[-1], seq_len=None, infer_batch=infer_batch)
         else:
-            r = train_torch(name, token_x, splits, eval_name, tcfg, dict(hp.get(name) or {}),
+            r = train_torch(name, token_x, splits, eval_name, tcfg, model_hparams(params, name),
                             feat_dim=cols, seq_len=rows, infer_batch=infer_batch)
         kind = MODELS[name].input_kind  # tokens, per_store or pacm: the keys of FEATURES and of the rates
         r.update(name=name, label=LABELS[name], features=FEATURES[kind], featurize_per_s=rates.get(kind),

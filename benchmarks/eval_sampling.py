@@ -38,7 +38,7 @@ from tcl.sampling.offline import sample_offline  # noqa: E402
 from tcl.sampling.scorer import relabel_within  # noqa: E402
 from tcl.sampling.settings import SamplingSettings  # noqa: E402
 from tcl.train.evaluate import ranking_metrics  # noqa: E402
-from tcl.train.loop import TrainConfig, fit  # noqa: E402
+from tcl.train.loop import TrainConfig, fit, model_hparams  # noqa: E402
 from tcl.models.base import predict  # noqa: E402
 
 METRICS = ("top1_ratio_of_sums", "top5_ratio_of_sums", "top1_mean_per_network", "top5_mean_per_network")
@@ -65,10 +65,9 @@ def run_job(job: dict) -> dict:
                                                 device=job["device"])
         rows = sample_offline(train, params, settings, job["seed"]).picks
     sample_seconds = time.perf_counter() - start
-    t = params["train"]
-    cfg = TrainConfig.from_params(params, seed=job["seed"], device=job["device"], threads=1)
+    cfg = TrainConfig.from_params(params, job["model"], seed=job["seed"], device=job["device"], threads=1)
     model = build_model(job["model"], feat_dim=train["x"].shape[2], seq_len=train["x"].shape[1],
-                        **((t.get("hparams") or {}).get(job["model"]) or {}))
+                        **model_hparams(params, job["model"]))
     fit(model, train["x"][rows], relabel_within(train["label"], train["group"], rows), train["group"][rows], cfg)
     metrics = ranking_metrics(test, predict(model, test["x"]))
     return {**{k: job[k] for k in ("strategy", "rate", "seed")}, "labelled": int(len(rows)),

@@ -18,7 +18,7 @@ import numpy as np
 from .. import tracking
 from ..models.losses import KINDS as LOSSES
 from ..train.evaluate import gate_top1
-from ..train.loop import TrainConfig, fit
+from ..train.loop import TrainConfig, fit, model_hparams
 
 # What a trial may change, by name: ("log", low, high) a float on a log scale, ("int", low, high), or
 # ("choice", [values]). `hparams.<key>` is a model constructor argument (params.yaml train.hparams.<model>).
@@ -73,7 +73,7 @@ def train_recipe(model_name: str, recipe: dict[str, Any], params: dict[str, Any]
 
     overrides, hparams = split_recipe(recipe)
     cfg = TrainConfig.from_params(params, model_name, epochs=epochs, seed=seed, threads=threads, **overrides)
-    base = dict(((params.get("train") or {}).get("hparams") or {}).get(model_name) or {})
+    base = model_hparams(params, model_name)
     model = build_model(model_name, feat_dim=feat_dim, seq_len=seq_len, seed=seed, **{**base, **hparams})
     fit(model, train["x"], train["label"], train["group"], cfg)
     return model

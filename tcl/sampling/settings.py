@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import settings_from
-from ..train.loop import TrainConfig
+from ..train.loop import TrainConfig, model_hparams
 from .base import SAMPLERS, Sampler, make_sampler
 
 
@@ -57,4 +57,4 @@ class SamplingSettings:
         return TrainConfig.from_params(params, self.model, epochs=self.epochs, seed=seed, device=self.device)
 
     def hparams(self, params: dict[str, Any]) -> dict[str, Any]:
-        return dict(((params.get("train") or {}).get("hparams") or {}).get(self.model) or {})
+        return model_hparams(params, self.model)

@@ -32,7 +32,7 @@ from ..platforms import get_platform
 from ..tracking.names import joint_name
 from .evaluate import EvalSettings, per_network, per_task
 from .inputs import model_inputs, restrict_to_sample
-from .loop import TrainConfig, fit
+from .loop import TrainConfig, fit, model_hparams
 from .pipeline import checkpoint_path, held_out_figures, log_resumed, register_bundle
 
 SPLITS = ("train", "validation", "test")
@@ -84,8 +84,7 @@ def train_joint_model(model_name: str, params: dict[str, Any], features_root: st
     name = joint_name(model_name)
     # Its own recipe under its registered name (train.hparams / train.optimizer_by_model `<model>_joint`): a
     # recipe searched for the per-platform model need not suit the union; without hparams of its own, the model's.
-    all_hparams = params["train"].get("hparams") or {}
-    hparams = dict(all_hparams.get(name) or all_hparams.get(model_name) or {})
+    hparams = model_hparams(params, name) or model_hparams(params, model_name)
     tcfg = TrainConfig.from_params(params, name)
     if not getattr(MODELS[model_name], "trains_by_gradient", True):
         raise ValueError(f"train.joint_models: {model_name!r} is trained by its own fit, not by gradient steps "

@@ -63,6 +63,12 @@ class TrainConfig:
         return out
 
 
+def model_hparams(params: dict[str, Any], model: str) -> dict[str, Any]:
+    """`train.hparams.<model>`: the model constructor's arguments, the other half of a model's recipe (its
+    optimizer settings are `TrainConfig.from_params(params, model)`); empty when params.yaml names none."""
+    return dict(((params.get("train") or {}).get("hparams") or {}).get(model) or {})
+
+
 # The train section's keys that are not optimizer settings (read by the train stage and tcl.train.evaluate).
 TRAIN_SECTION_KEYS = ("platforms", "models", "joint_models", "checkpoint_dir", "eval", "hparams",
                       "optimizer_by_model")

@@ -40,7 +40,7 @@ from ..platforms import Platform
 from ..models.bundle import ModelBundle
 from .evaluate import EvalSettings, composition, per_network, per_task, random_scorer_metrics, ranking_metrics
 from .inputs import model_inputs, restrict_to_sample
-from .loop import TrainConfig, fit
+from .loop import TrainConfig, fit, model_hparams
 from ..models.base import predict
 from .promotion import SPLIT_TAG, ValidationInputs, promote
 
@@ -51,8 +51,7 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
 
     With `sample_path` (the sample stage's output) only the sampled training programs are used.
     """
-    cfg = params["train"]
-    hparams = dict((cfg.get("hparams") or {}).get(model_name) or {})
+    hparams = model_hparams(params, model_name)
     tcfg = TrainConfig.from_params(params, model_name)
     train, val, test = (load_split(features_dir, s) for s in ("train", "validation", "test"))
     pool_rows = len(train["x"])

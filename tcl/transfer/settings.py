@@ -60,4 +60,6 @@ class TransferSettings:
 
     def hparams(self, params: dict[str, Any], model: str) -> dict[str, Any]:
         """The train stage's hyperparameters of `model` (`train.hparams.<model>`), the same in every method."""
-        return dict(((params.get("train") or {}).get("hparams") or {}).get(model) or {})
+        from ..train.loop import model_hparams
+
+        return model_hparams(params, model)
