@@ -29,7 +29,8 @@ ROWS, COLS = 4, 8
 HP = {"hidden": 16, "encoder_layers": 1, "res_blocks": 1}
 DATA_MD5 = "0123456789abcdef0123456789abcdef.dir"
 USED = {"seed": 0, "train": {"epochs": 3, "lr": 0.001, "batch_size": 64, "loss": "lambdarank", "threads": 1,
-                             "models": ["mlp"], "hparams": {"mlp": HP}},
+                             "models": ["mlp"], "hparams": {"mlp": HP},
+                             "optimizer_by_model": {"mlp": {"lr": 0.002, "batch_size": 32}}},
         "registry": {"prefix": "rb", "params_sections": ["seed", "split", "train"]},
         "split": {"val_fraction": 0.1}, "sampling": {"rate": 0.1},
         "transfer": {"order": ["local-sse4-1c", P], "cl_epochs": 2, "kd_epochs": 2}}
@@ -134,6 +135,7 @@ def test_rebuilt_runs_hold_params_metrics_and_nested_phase_curves(rebuilt):
     exp = mlflow.get_experiment_by_name("tcl").experiment_id
     train = client.search_runs([exp], f"tags.`mlflow.runName` = 'train-mlp-{P}'")[0]
     assert train.data.params["epochs"] == "3" and train.data.params["hp.hidden"] == "16"
+    assert (train.data.params["lr"], train.data.params["batch_size"]) == ("0.002", "32"), "the model's own recipe"
     assert train.data.metrics["val_top1_ratio_of_sums"] == 0.625
     parent = client.search_runs([exp], f"tags.`mlflow.runName` = 'transfer-ckd-{P}'")[0]
     phases = client.search_runs([exp], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")

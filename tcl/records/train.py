@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..train.loop import TrainConfig, model_hparams
 from .lock import Lock
 from ..tracking.run_record import Registration, RunRecord, record_key
 from .provenance import promotion, provenance_tags
@@ -59,14 +60,14 @@ def _record(root: Path, lock: Lock, platform: str, model: str, m: dict, used: di
             metrics_path: Path, floor: dict, bundle_dir: str | None = None, stage: str = "train") -> RunRecord:
     bundle_dir = bundle_dir or f"models/{platform}/{model}"
     bundle = json.loads((root / bundle_dir / "bundle.json").read_text())
-    cfg = used.get("train") or {}
-    hparams = (cfg.get("hparams") or {}).get(bundle["model_name"]) or {}   # a joint model's are its class's
+    recipe = TrainConfig.from_params(used, model)  # the model's own optimizer settings, as its stage trained it
+    hparams = model_hparams(used, model) or model_hparams(used, bundle["model_name"])  # as tcl.train.joint reads them
     data_version = lock.data_version()
     name = f"train-{model}-{platform}"
     run = RunRecord(record_key(name, metrics_path, root / bundle_dir / "bundle.json"), name,
                     {"stage": stage, "platform": platform, "model": model})
     run.params = {"model": model, "platform": platform, "seed": used.get("seed", 0),
-                  **{k: cfg[k] for k in ("epochs", "lr", "batch_size", "loss", "threads") if k in cfg},
+                  **{k: getattr(recipe, k) for k in ("epochs", "lr", "batch_size", "loss", "threads")},
                   **{f"hp.{k}": v for k, v in hparams.items()},
                   "feature_shape": "x".join(str(d) for d in bundle.get("feature_shape", [])),
                   "train_rows": (bundle.get("meta") or {}).get("train_rows", ""),
