@@ -21,6 +21,8 @@ Each (model, setting, platform, seed) cell trains one model from scratch and wri
 to `<cells>/<model>-<setting>-<platform>-s<seed>.json` (the joint cell's platform is `all`); a cell
 already there is skipped, so a killed run resumes. Figures: tcl.train.evaluate (eq. 12 and mean per
 task, bootstrap CIs over tasks of the seed mean, seed spread), and a random scorer per platform.
+A cell trained with another recipe than params.yaml's (tcl.train.loop) is trained again, and left out of
+the report for a model of this run; `--lopo P ...` trains the leave-one-out cells of those platforms only.
 
     python benchmarks/bench_joint.py --models tcl tenset_mlp --seeds 0 1 --epochs 8 --epochs-for tcl=2
 
@@ -61,9 +63,11 @@ JOINT_LABELS = {**LABELS, "tcl_stores_hw": "TCL on stores + hardware row"}
 Splits = dict[str, dict[str, np.ndarray]]
 
 
-def cells_of(platforms: list[str]) -> list[tuple[str, str]]:
-    """(setting, platform) of every model trained per seed: one per platform, one joint, one left out per platform."""
-    return ([("per_platform", p) for p in platforms] + [("joint", ALL)] + [("lopo", p) for p in platforms])
+def cells_of(platforms: list[str], lopo: list[str] | None = None) -> list[tuple[str, str]]:
+    """(setting, platform) of every model trained per seed: one per platform, one joint, one left out per platform
+    (or per platform of `lopo` only: each costs nearly a joint model's training)."""
+    return ([("per_platform", p) for p in platforms] + [("joint", ALL)]
+            + [("lopo", p) for p in platforms if lopo is None or p in lopo])
 
 
 def training_platforms(setting: str, platform: str, platforms: list[str]) -> list[str]:
@@ -125,14 +129,14 @@ def cell_path(cells_dir: Path, model: str, setting: str, platform: str, seed: in
 
 
 def run_cells(model_name: str, inputs: Splits, params: dict[str, Any], seeds: list[int], epochs: int,
-              cells_dir: Path, log=print) -> None:
+              cells_dir: Path, log=print, lopo: list[str] | None = None) -> None:
     """Train every cell of `model_name` not yet in `cells_dir` with its recipe (one JSON each)."""
     platforms = list(inputs)
     recipe = cell_recipe(params, BASE_MODEL.get(model_name, model_name), epochs)
     cells_dir.mkdir(parents=True, exist_ok=True)
     trains = {p: inputs[p]["train"] for p in platforms}
     for seed in seeds:
-        for setting, platform in cells_of(platforms):
+        for setting, platform in cells_of(platforms, lopo):
             path = cell_path(cells_dir, model_name, setting, platform, seed)
             if is_current(path, recipe):
                 continue
@@ -157,11 +161,16 @@ def run_cells(model_name: str, inputs: Splits, params: dict[str, Any], seeds: li
                 f"top-1 mean/task {tops}")
 
 
-def aggregate(tests: Splits, cells_dir: Path, settings: EvalSettings) -> list[dict[str, Any]]:
-    """One point per (model, setting, scored platform): the seeds' figures over every cell found."""
+def aggregate(tests: Splits, cells_dir: Path, settings: EvalSettings, recipes: dict[str, dict] | None = None,
+              log=print) -> list[dict[str, Any]]:
+    """One point per (model, setting, scored platform): the seeds' figures over every cell found, except the
+    cells of a model in `recipes` trained with another recipe (one point never mixes two recipes)."""
     by_point: dict[tuple[str, str, str], list[tuple[dict, np.ndarray]]] = {}
     for path in sorted(cells_dir.glob("*-s*.json")):
         cell = json.loads(path.read_text())
+        if recipes and cell["model"] in recipes and cell.get("recipe") != recipes[cell["model"]]:
+            log(f"{path.name}: trained with another recipe than params.yaml's for {cell['model']}; left out")
+            continue
         for p, scores in cell["scores"].items():
             if p not in tests:
                 continue
@@ -275,9 +284,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
 
 def report_of(tests: Splits, params: dict[str, Any], cells_dir: Path, visibility: dict[str, Any],
-              prov: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+              prov: dict[str, Any], notes: list[str], recipes: dict[str, dict] | None = None) -> dict[str, Any]:
     settings = EvalSettings.from_params(params)
-    points = aggregate(tests, cells_dir, settings)
+    points = aggregate(tests, cells_dir, settings, recipes)
     return {"platforms": list(tests), **prov,
             "eval": {"bootstrap": settings.bootstrap, "ci": settings.ci, "seed": settings.seed},
             "test_composition": {p: composition(t) for p, t in tests.items()},
@@ -292,6 +301,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--platforms", nargs="+", default=None, help="default: params.yaml train.platforms")
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=sorted(JOINT_LABELS))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    ap.add_argument("--lopo", nargs="+", default=None,
+                    help="train leave-one-out cells for these platforms only (default: every platform)")
     add_epochs_args(ap, "tcl=2")
     ap.add_argument("--cells", type=Path, default=REPO / "tmp" / "joint", help="per-cell JSONs")
     add_out_args(ap, REPORT)
@@ -317,9 +328,10 @@ def main(argv: list[str] | None = None) -> None:
                 from tcl.features.tokenizer import Tokenizer
                 inputs = with_hardware_row(inputs, params, Tokenizer.load(features_root / "tokenizer.json").hardware)
             visibility[model_name] = platform_visibility(inputs)
-            run_cells(model_name, inputs, params, args.seeds, epochs_of[model_name], args.cells)
+            run_cells(model_name, inputs, params, args.seeds, epochs_of[model_name], args.cells, lopo=args.lopo)
         tests = {p: load_split(features_root / p, "test") for p in platforms}
-        report = report_of(tests, params, args.cells, visibility, prov, args.note)
+        recipes = {m: cell_recipe(params, BASE_MODEL.get(m, m), epochs_of[m]) for m in args.models}
+        report = report_of(tests, params, args.cells, visibility, prov, args.note, recipes)
         for p in report["points"]:
             tracking.log_metrics({f"{p['model']}.{p['setting']}.{p['platform']}.{k}": v for k, v in p.items()
                                   if k.startswith(("top1_", "top5_")) and math.isfinite(v)})

@@ -81,7 +81,8 @@ def summarize(tables: dict[int, list[dict[str, Any]]], baseline: str) -> list[di
             entry[key] = _mean_std([r[key] for r in rows])
         for key in (f"trials_to_{baseline}_final", f"seconds_to_{baseline}_final",
                     f"{baseline}_trials_to_match", f"{baseline}_seconds_to_match",
-                    f"trial_factor_vs_{baseline}", f"time_factor_vs_{baseline}"):
+                    f"trial_factor_vs_{baseline}", f"time_factor_vs_{baseline}",
+                    f"worst_ratio_to_{baseline}", f"share_behind_{baseline}"):
             entry[key] = _mean_std([r.get(key) for r in rows])  # rows of older reports lack the factors
         entry[f"{baseline}_matched"] = sum(r[f"{baseline}_trials_to_match"] is not None for r in rows)
         entry[f"reached_{baseline}_final"] = sum(r[f"trials_to_{baseline}_final"] is not None for r in rows)
@@ -130,7 +131,7 @@ def seed_table(done: dict[str, tuple[dict[str, Any], list]], models: list[str], 
     """The seed's rows in `models` order, with each model's reach-the-baseline figures measured against
     this seed's baseline curve (a model tuned on its own was its own baseline), and the baseline's
     trials and seconds to reach the model's final estimate (None: not within the baseline's budget)."""
-    from tcl.tvm.compare import first_reaching
+    from tcl.tvm.compare import behind, first_reaching
     from tcl.tvm.curve import CurvePoint
 
     def final(curve: list[CurvePoint]) -> float:
@@ -148,13 +149,16 @@ def seed_table(done: dict[str, tuple[dict[str, Any], list]], models: list[str], 
         reach = first_reaching(curve, target)
         # the other way round: how long the baseline took to reach this model's final estimate
         match = first_reaching(base_curve, final(curve))
+        trailing = behind(curve, base_curve)  # the unseen-operator goal: never worse than the baseline
         rows.append({**row, f"trials_to_{baseline}_final": reach.trial if reach else None,
                      f"seconds_to_{baseline}_final": round(reach.seconds, 1) if reach else None,
                      f"{baseline}_trials_to_match": match.trial if match else None,
                      f"{baseline}_seconds_to_match": round(match.seconds, 1) if match else None,
                      # the goal's factors: how many times fewer trials / less time than the baseline took
                      f"trial_factor_vs_{baseline}": base_reach.trial / reach.trial if reach else None,
-                     f"time_factor_vs_{baseline}": base_reach.seconds / reach.seconds if reach else None})
+                     f"time_factor_vs_{baseline}": base_reach.seconds / reach.seconds if reach else None,
+                     f"worst_ratio_to_{baseline}": trailing[0] if trailing else None,
+                     f"share_behind_{baseline}": trailing[1] if trailing else None})
     return rows
 
 
@@ -292,6 +296,7 @@ def render(summary: dict[str, list[dict[str, Any]]], baseline: str, seeds: dict[
     head = ["network", "cost model", "trials", "trials per task per round", f"trials to {baseline} final", f"seconds to {baseline} final",
             f"seeds reaching {baseline}", f"x fewer trials than {baseline}", f"x less time than {baseline}",
             f"{baseline} trials to match", f"{baseline} seconds to match",
+            f"worst est. / {baseline}'s", f"share of trials behind {baseline}",
             "final est. ms", "tuned ms", "x reference", "cost-model share"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for network, rows in summary.items():
@@ -304,6 +309,7 @@ def render(summary: dict[str, list[dict[str, Any]]], baseline: str, seeds: dict[
                 _fmt(r.get(f"trial_factor_vs_{baseline}", _NONE)), _fmt(r.get(f"time_factor_vs_{baseline}", _NONE)),
                 f"{_fmt(r[f'{baseline}_trials_to_match'])} ({matched})",
                 f"{_fmt(r[f'{baseline}_seconds_to_match'])} ({matched})",
+                _fmt(r.get(f"worst_ratio_to_{baseline}", _NONE)), _fmt(r.get(f"share_behind_{baseline}", _NONE), 2),
                 _fmt(r["final_est_ms"]), _fmt(r["tuned_ms"]), _fmt(r["speedup_vs_reference"]),
                 _fmt(r["cost_model_share"], 2)]) + " |")
     budget_text = ", ".join(f"{m} {n}" for m, n in budgets.items())
@@ -315,6 +321,9 @@ def render(summary: dict[str, list[dict[str, Any]]], baseline: str, seeds: dict[
              f"model's final estimate, over the seeds where it did (in brackets). 'x fewer trials' / 'x less "
              f"time': {baseline}'s trials / seconds to its own final estimate over this model's, over the seeds "
              "that reached it (the goal is >= 3; the long-term goal 10).",
+             f"'worst est. / {baseline}'s': the largest ratio of this model's best network estimate to {baseline}'s "
+             f"at the same trial count, once both have one (after the first round); 'share of trials behind': of those "
+             f"trial counts, where it was above {baseline}'s (<= 1 and 0: never worse than {baseline}).",
              "A network's estimate exists once every task has a measurement: the scheduler's first round gives "
              "each task one batch, so no curve starts before tasks x per-iter trials."]
     notes.extend(settings)

@@ -53,7 +53,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--platform", required=True, help="a platform declared in params.yaml")
     ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--network", help="a built-in network name, a torch.export .pt2 file or an .onnx file")
+    ap.add_argument("--network", help="a built-in network name, alone or at one instance size (r3d18@4x96, "
+                                      "bert_base@64), a torch.export .pt2 file or an .onnx file")
     ap.add_argument("--trials", type=int, help="measurements per cost model (default tune.trials)")
     ap.add_argument("--out", default=None, help="report directory (default reports/tune, or "
                                                 "reports/tune/<network> with --network)")

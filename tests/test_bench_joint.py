@@ -122,6 +122,28 @@ def test_cells_train_each_setting_resume_and_report(inputs, params, tmp_path, on
     assert [d["platform"] for d in report["deltas"]] == PLATFORMS
 
 
+def test_leave_one_out_cells_can_be_limited_and_a_report_never_mixes_two_recipes(inputs, params, tmp_path, one_thread):
+    """--lopo trains the left-out cell of the named platforms only; cells of a model trained with another recipe
+    than the run's are left out of the report instead of being averaged with the current ones."""
+    from benchmarks.bench_learning_curve import cell_recipe
+
+    logged = []
+    run_cells("tenset_mlp", inputs, params, [0], 1, tmp_path, log=logged.append)
+    assert len(logged) == 7
+    logged.clear()
+    run_cells("tenset_mlp", inputs, params, [0], 2, tmp_path, log=logged.append, lopo=["pb"])
+    assert sorted(line.split(" seed")[0] for line in logged) == sorted(
+        [f"tenset_mlp per_platform {p}" for p in PLATFORMS] + ["tenset_mlp joint all", "tenset_mlp lopo pb"])
+    tests = {p: inputs[p]["test"] for p in PLATFORMS}
+    mixed = aggregate(tests, tmp_path, EvalSettings(bootstrap=0))
+    assert {q["epochs"] for q in mixed if q["setting"] == "lopo"} == {1, 2}, "without recipes every cell counts"
+    dropped = []
+    points = aggregate(tests, tmp_path, EvalSettings(bootstrap=0),
+                       {"tenset_mlp": cell_recipe(params, "tenset_mlp", 2)}, log=dropped.append)
+    assert sorted((q["setting"], q["platform"]) for q in points if q["setting"] == "lopo") == [("lopo", "pb")]
+    assert {q["epochs"] for q in points} == {2} and len(dropped) == 2
+
+
 def test_epochs_per_model_come_from_one_parser_shared_by_the_benchmarks():
     """By default each model trains for its recipe's epochs (as the train stage trains it); --epochs sets every
     model, --epochs-for overrides one; a model not run this time is ignored, a misspelled one stops the run

@@ -99,6 +99,11 @@ def test_seed_table_measures_every_model_against_this_seeds_baseline_curve(bench
     # the other way round: xgb reaches random's final (2.05) at 24 trials, never tcl's (1.8)
     assert (rows["random"]["xgb_trials_to_match"], rows["random"]["xgb_seconds_to_match"]) == (24, 3.0)
     assert rows["tcl"]["xgb_trials_to_match"] is None and rows["xgb"]["xgb_trials_to_match"] == 24
+    # how far each trails xgb once both have an estimate (trial 16 on): tcl never (1.9/3.0, 1.8/2.0), random at
+    # trial 24 (2.05/2.0), one of the two trial counts; xgb against itself: 1.0, never behind
+    assert (rows["tcl"]["worst_ratio_to_xgb"], rows["tcl"]["share_behind_xgb"]) == (pytest.approx(0.9), 0.0)
+    assert (rows["random"]["worst_ratio_to_xgb"], rows["random"]["share_behind_xgb"]) == (pytest.approx(1.025), 0.5)
+    assert (rows["xgb"]["worst_ratio_to_xgb"], rows["xgb"]["share_behind_xgb"]) == (1.0, 0.0)
     # a row's final in full precision, its curve in the 6 digits of curves.csv: the curve decides
     done["xgb"] = (_row("xgb", 1.99999949, 24), [(8, 1.0, math.nan), (16, 2.0, 3.0), (24, 3.0, 2.0)])
     assert bench.seed_table(done, ["xgb"], "xgb")[0]["xgb_trials_to_match"] == 24

@@ -87,6 +87,20 @@ def test_a_built_in_network_is_built_at_the_workloads_shapes(params):
     assert tuple(load_network("tiny_cnn", shapes).inputs[0].shape) == (1, 3, 24, 24)
 
 
+def test_a_network_named_at_one_instance_size_is_built_at_that_size(params):
+    """`r3d18@4x96` is how a video network (which has no default size) is tuned; `tiny_cnn@20` beats the
+    workloads section; a size of the wrong kind names the instance."""
+    from tcl.workloads import load_network
+    from tcl.workloads.settings import WorkloadSettings
+
+    shapes = WorkloadSettings.from_params(_with(params, "workloads.image_size", 24))
+    net = load_network("tiny_cnn@20", shapes)
+    assert (net.name, tuple(net.inputs[0].shape)) == ("tiny_cnn@20", (1, 3, 20, 20))
+    with pytest.raises(ValueError, match=r"'m5@4x96'.*positive integer"):
+        load_network("m5@4x96", shapes)
+    with pytest.raises(ValueError, match=r"'r3d18@96'.*frames"):
+        load_network("r3d18@96", shapes)
+
 def test_a_misspelled_cost_model_fails_at_load_listing_the_valid_names(params, tmp_path):
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(_with(params, "tune.cost_models", ["xgb", "tlc+moa"])))

@@ -32,6 +32,26 @@ def first_reaching(curve: list[CurvePoint], latency: float) -> CurvePoint | None
     return None
 
 
+def behind(curve: list[CurvePoint], base: list[CurvePoint]) -> tuple[float, float] | None:
+    """How far `curve` trails `base` once both have a network estimate (after the first round): (the largest
+    ratio of its best estimate to the baseline's at the same trial count, the share of those trial counts where
+    it is above the baseline's). (<= 1, 0): never worse than the baseline. None when they never overlap."""
+    def at(points: list[CurvePoint]) -> dict[int, float]:
+        return {p.trial: p.estimated_latency for p in points if math.isfinite(p.estimated_latency)}
+
+    mine, theirs = at(curve), at(base)
+    if not mine or not theirs:
+        return None
+    ratios, current, other = [], math.nan, math.nan
+    for trial in sorted(set(mine) | set(theirs)):
+        current, other = mine.get(trial, current), theirs.get(trial, other)
+        if math.isfinite(current) and math.isfinite(other) and trial <= max(mine) and trial <= max(theirs):
+            ratios.append(current / other)
+    if not ratios:
+        return None
+    return max(ratios), sum(r > 1 + 1e-9 for r in ratios) / len(ratios)
+
+
 def comparison_table(runs: list[ModelRun], baseline: str) -> list[dict[str, Any]]:
     """One row per model: reach-the-baseline trials/seconds, final estimate, cost-model share, e2e figures."""
     base = next(r for r in runs if r.name == baseline)

@@ -63,6 +63,21 @@ def instance_name(network: str, size: Size) -> str:
     return f"{network}@{size_label(size)}"
 
 
+def split_instance(instance: str) -> tuple[str, Size | None]:
+    """`r3d18@4x96` -> ('r3d18', (4, 96)), `resnet50@224` -> ('resnet50', 224), `resnet50` -> ('resnet50', None);
+    a size that does not fit the network's input kind is a ValueError naming the instance."""
+    from .networks import input_kind
+
+    network, _, label = instance.partition("@")
+    if not label:
+        return network, None
+    kind = input_kind(network)
+    try:
+        return network, parse_size(kind, int(label) if kind != "video" and label.isdigit() else label)
+    except ValueError as exc:
+        raise ValueError(f"workload instance {instance!r}: {exc}") from None
+
+
 def base_network(instance: str) -> str:
     """`resnet50@224` -> `resnet50` (names without a size are returned as they are)."""
     return instance.split("@", 1)[0]

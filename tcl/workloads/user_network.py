@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from .inputs import base_network, split_instance
 from .networks import NETWORKS, build_network
 from .relax_import import exported_to_relax, to_relax
 from .settings import WorkloadSettings
@@ -35,11 +36,13 @@ class Network:
 
 
 def load_network(spec: str, shapes: WorkloadSettings = WorkloadSettings()) -> Network:
-    """`spec` is a built-in network name (built at `shapes`) or a path to a `.pt2` or `.onnx` file;
+    """`spec` is a built-in network name (built at `shapes`), a built-in network at one instance size
+    (`r3d18@4x96`, `bert_base@64`: what a video network needs) or a path to a `.pt2` or `.onnx` file;
     a clear error otherwise."""
-    if spec in NETWORKS:
-        model, inputs = build_network(spec, batch=shapes.batch, image_size=shapes.image_size,
-                                      seq_len=shapes.seq_len)
+    network, size = split_instance(spec) if base_network(spec) in NETWORKS else (spec, None)
+    if network in NETWORKS:
+        model, inputs = build_network(network, batch=shapes.batch, image_size=shapes.image_size,
+                                      seq_len=shapes.seq_len, size=size)
         return Network(spec, model, inputs, to_relax(model, inputs))
     path = Path(spec)
     if path.suffix not in (".pt2", ".onnx"):
