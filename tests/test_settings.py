@@ -130,6 +130,17 @@ def test_one_models_recipe_overrides_the_shared_optimizer_settings_for_that_mode
         TrainConfig.from_params(_with(params, "train.optimizer_by_model", {"tcl_stores": {"n_layer": 3}}))
 
 
+def test_a_registered_variant_takes_its_own_hyperparameters_else_its_classs():
+    """One rule for the joint model's constructor arguments (the train_joint stage and the rebuilt MLflow run)."""
+    from tcl.train.loop import model_hparams
+
+    params = {"train": {"hparams": {"tcl_stores": {"layers": 3}, "tcl_stores_joint": {"layers": 1}}}}
+    assert model_hparams(params, "tcl_stores_joint", "tcl_stores") == {"layers": 1}
+    assert model_hparams({"train": {"hparams": {"tcl_stores": {"layers": 3}}}}, "tcl_stores_joint", "tcl_stores") == {
+        "layers": 3}
+    assert model_hparams(params, "mlp_joint", "mlp") == {} and model_hparams(params, "tcl_stores_joint") == {"layers": 1}
+
+
 def test_sampling_mode_applies_only_to_the_listed_platforms(params):
     s = SamplingSettings.from_params(_with(_with(params, "sampling.platforms", ["a"]), "sampling.mode", "active"))
     assert (s.mode_for("a"), s.mode_for("b")) == ("active", "all")

@@ -61,7 +61,7 @@ def _record(root: Path, lock: Lock, platform: str, model: str, m: dict, used: di
     bundle_dir = bundle_dir or f"models/{platform}/{model}"
     bundle = json.loads((root / bundle_dir / "bundle.json").read_text())
     recipe = TrainConfig.from_params(used, model)  # the model's own optimizer settings, as its stage trained it
-    hparams = model_hparams(used, model) or model_hparams(used, bundle["model_name"])  # as tcl.train.joint reads them
+    hparams = model_hparams(used, model, bundle["model_name"])  # a joint model's: its own, else its class's
     data_version = lock.data_version()
     name = f"train-{model}-{platform}"
     run = RunRecord(record_key(name, metrics_path, root / bundle_dir / "bundle.json"), name,

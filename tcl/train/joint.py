@@ -84,7 +84,7 @@ def train_joint_model(model_name: str, params: dict[str, Any], features_root: st
     name = joint_name(model_name)
     # Its own recipe under its registered name (train.hparams / train.optimizer_by_model `<model>_joint`): a
     # recipe searched for the per-platform model need not suit the union; without hparams of its own, the model's.
-    hparams = model_hparams(params, name) or model_hparams(params, model_name)
+    hparams = model_hparams(params, name, model_name)
     tcfg = TrainConfig.from_params(params, name)
     if not getattr(MODELS[model_name], "trains_by_gradient", True):
         raise ValueError(f"train.joint_models: {model_name!r} is trained by its own fit, not by gradient steps "

@@ -63,10 +63,12 @@ class TrainConfig:
         return out
 
 
-def model_hparams(params: dict[str, Any], model: str) -> dict[str, Any]:
+def model_hparams(params: dict[str, Any], model: str, model_class: str | None = None) -> dict[str, Any]:
     """`train.hparams.<model>`: the model constructor's arguments, the other half of a model's recipe (its
-    optimizer settings are `TrainConfig.from_params(params, model)`); empty when params.yaml names none."""
-    return dict(((params.get("train") or {}).get("hparams") or {}).get(model) or {})
+    optimizer settings are `TrainConfig.from_params(params, model)`); for a registered variant of a model class
+    without its own (`tcl_stores_joint` of `tcl_stores`), the class's; empty when params.yaml names none."""
+    section = (params.get("train") or {}).get("hparams") or {}
+    return dict(section.get(model) or (section.get(model_class) if model_class else None) or {})
 
 
 # The train section's keys that are not optimizer settings (read by the train stage and tcl.train.evaluate).
