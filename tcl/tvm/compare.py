@@ -42,10 +42,11 @@ def behind(curve: list[CurvePoint], base: list[CurvePoint]) -> tuple[float, floa
     mine, theirs = at(curve), at(base)
     if not mine or not theirs:
         return None
-    ratios, current, other = [], math.nan, math.nan
-    for trial in sorted(set(mine) | set(theirs)):
+    end = min(max(mine), max(theirs))  # neither curve is read past its own last trial
+    ratios, current, other = [], math.nan, math.nan  # NaN until that curve's first estimate
+    for trial in sorted(t for t in set(mine) | set(theirs) if t <= end):
         current, other = mine.get(trial, current), theirs.get(trial, other)
-        if math.isfinite(current) and math.isfinite(other) and trial <= max(mine) and trial <= max(theirs):
+        if not (math.isnan(current) or math.isnan(other)):
             ratios.append(current / other)
     if not ratios:
         return None
