@@ -43,6 +43,7 @@ from flows import _tvm_first  # noqa: E402,F401  (before MLflow: see flows/_tvm_
 from benchmarks._out import provenance, provenance_line  # noqa: E402
 from tcl.config import apply_overrides, load_params  # noqa: E402
 from tcl.platforms import get_platform  # noqa: E402
+from tcl.tvm.pinned import weight_digests  # noqa: E402
 from tcl.tvm.stage import run_tuning_stage  # noqa: E402
 from tcl.workloads.settings import WorkloadSettings  # noqa: E402
 
@@ -99,11 +100,11 @@ def run_label(model: str, per_iter: int) -> str:
     return model if per_iter == LEGACY_PER_ITER else f"{model}-{per_iter}per-iter"
 
 
-def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int], digests: dict[str, str] | None = None,
+def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int], digests: dict[str, set[str]] | None = None,
                  per_iters: dict[str, int] | None = None) -> dict[str, tuple[dict[str, Any], list]]:
     """cost model -> (table row, curve) for every model an earlier run tuned for this (network, seed)
     with its trial budget in `budgets`, its trials per task per round in `per_iters` and, for a learned
-    model in `digests`, with the bundle of that digest (a run with other weights is tuned again).
+    model in `digests`, with a bundle of one of those digests (a run with other weights is tuned again).
 
     The full benchmark takes hours here, so a seed's models are tuned one at a time, each
     into <run_dir>/<model>/: a rerun keeps what is there and a kill loses at most the model that
@@ -117,7 +118,7 @@ def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int], digests:
         curves = read_curves(curves_path)
         for model, row in json.loads(table_path.read_text()).items():
             pinned = digests.get(model) if digests else None
-            if pinned and row.get("model", {}).get("sha256") != pinned:
+            if pinned and row.get("model", {}).get("sha256") not in pinned:
                 continue
             rounds = int(row.get("num_trials_per_iter", LEGACY_PER_ITER))
             if per_iters and rounds != per_iters.get(model, LEGACY_PER_ITER):
@@ -388,7 +389,7 @@ def main() -> None:
 
     per_iters = trials_per_iter(tune, models, [m for m in models if not parse_cost_model(m).builtin])
     bundles = {base: p["bundle_dir"] for base, p in pins.items()}
-    digests = {m: pins[parse_cost_model(m).base]["sha256"] for m in models if parse_cost_model(m).base in pins}
+    digests = {m: weight_digests(pins[parse_cost_model(m).base]) for m in models if parse_cost_model(m).base in pins}
     summary, seed_tables, pngs = {}, {}, []
     retimed = bool(args.retime_rounds)  # every network's libraries timed again
     for network in args.networks or [tune["network"]]:

@@ -74,8 +74,9 @@ def test_a_rerun_keeps_each_model_tuned_with_the_same_trials(bench, tmp_path):
     assert sorted(bench.tuned_models(run, "p", {"xgb": 192, "random": 64})) == ["random"]  # a longer baseline
     # a learned model tuned with other weights than the pinned bundle's is tuned again
     tuned("tcl", {**_row("tcl", 0.9, 16), "model": {"sha256": "aaa"}}, "tcl,8,1.0,0.8\n")
-    assert bench.tuned_models(run, "p", BUDGETS, {"tcl": "aaa"})["tcl"][1] == [(8, 1.0, 0.8)]
-    assert "tcl" not in bench.tuned_models(run, "p", BUDGETS, {"tcl": "bbb"})
+    assert bench.tuned_models(run, "p", BUDGETS, {"tcl": {"aaa"}})["tcl"][1] == [(8, 1.0, 0.8)]
+    assert "tcl" in bench.tuned_models(run, "p", BUDGETS, {"tcl": {"zzz", "aaa"}})  # the same weights, re-pinned
+    assert "tcl" not in bench.tuned_models(run, "p", BUDGETS, {"tcl": {"bbb"}})
     # one being tuned when the benchmark was killed (its table is not written yet) is not kept
     (run / "tlp" / "p").mkdir(parents=True)
     assert "tlp" not in bench.tuned_models(run, "p", BUDGETS)

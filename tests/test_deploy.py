@@ -201,6 +201,15 @@ def test_a_pinned_bundle_keeps_its_weights_when_the_registry_moves_on(registry, 
     unpinned = registered_choice("tcl", platform, params, print)[0]
     assert not np.allclose(unpinned.score_steps(steps), first.score_steps(steps))  # the registry's is v2
 
+    # a pin from before bundles kept their training operator types gets them, the weights' digest kept
+    from tcl.tvm.pinned import add_op_types, load_pinned, weight_digests
+
+    amended = add_op_types(pin_dir, {"conv2d": 3}, "a test's split")
+    assert amended["sha256"] != pin["sha256"] and weight_digests(amended) == {amended["sha256"], pin["sha256"]}
+    assert load_pinned(pin_dir)[0].op_types == {"conv2d": 3} and first.op_types is None
+    with pytest.raises(ValueError, match="already names"):
+        add_op_types(pin_dir, {"conv2d": 4}, "again")
+
     weights = pin_dir / "model.pt"
     weights.write_bytes(weights.read_bytes() + b"\0")
     with pytest.raises(ValueError, match=r"pinned.tcl: its files changed since they were pinned"):

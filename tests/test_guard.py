@@ -102,6 +102,31 @@ def test_the_guard_decides_per_task_and_not_before_its_window(measured, host_pla
         other, candidates))
 
 
+def test_a_task_of_an_operator_type_the_model_never_trained_on_is_xgbs_throughout(measured):
+    from tcl.workloads.tasks import classify_op_type
+
+    context, candidates, results, speed = measured
+    task, op = str(context.task_name), classify_op_type(str(context.task_name), context.mod)
+    good, bad = ByMeasuredSpeed(speed), ByMeasuredSpeed(speed, reverse=True)
+
+    # trained on other operators only: the fallback scores the task from its first call, and keeps it even
+    # though the learned model ranks its batches better (accuracy on its own picks is no proof there)
+    unseen = GuardedCostModel(good, bad, GuardSettings(window=2, margin=0.05), op_types={"conv1d": 40})
+    assert np.allclose(unseen.predict(context, candidates), bad.predict(context, candidates))
+    _feed(unseen, context, candidates, results)
+    assert unseen.unfamiliar == {task: op} and unseen.switches == [(task, 0, "unfamiliar")]
+    assert task in unseen.on_fallback and good.updates == bad.updates > 0   # both still learn
+
+    # trained on this operator type: the learned model starts; too few tasks of it under familiar_tasks: not
+    seen = GuardedCostModel(good, bad, GuardSettings(), op_types={op: 2})
+    assert np.allclose(seen.predict(context, candidates), good.predict(context, candidates)) and not seen.unfamiliar
+    rare = GuardedCostModel(good, bad, GuardSettings(familiar_tasks=3), op_types={op: 2})
+    assert np.allclose(rare.predict(context, candidates), bad.predict(context, candidates))
+    # a bundle that does not say what it trained on: every task starts on the learned model
+    unknown = GuardedCostModel(good, bad, GuardSettings(), op_types=None)
+    assert np.allclose(unknown.predict(context, candidates), good.predict(context, candidates))
+
+
 def test_guard_settings_and_names():
     from tcl.tvm.names import parse_cost_model
 
@@ -110,6 +135,8 @@ def test_guard_settings_and_names():
         GuardSettings.from_params({"tune": {"guard": {"windows": 5}}})
     with pytest.raises(ValueError, match=r"tune\.guard"):
         GuardSettings(window=0)
+    with pytest.raises(ValueError, match="familiar_tasks"):
+        GuardSettings(familiar_tasks=-1)
     spec = parse_cost_model("tenset_mlp+moa+guard")
     assert spec.guard and spec.adaptation == "moa" and not parse_cost_model("tcl+draft").guard
     with pytest.raises(ValueError, match="nothing to guard"):

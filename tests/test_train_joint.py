@@ -17,6 +17,7 @@ import yaml
 from tcl import tracking
 from tcl.features.tokenizer import Tokenizer
 from tcl.models.base import predict
+from tcl.models.bundle import op_type_tasks
 from tcl.models.metrics import pairwise_accuracy
 from tcl.platforms import get_platform
 from tcl.records.lock import Lock
@@ -120,6 +121,8 @@ def test_one_model_ranks_both_platforms_and_is_registered_for_each(trained, feat
         test = dict(np.load(features / "features" / p / "test.npz"))
         acc = pairwise_accuracy(predict(loaded[p].model, test["x"]), test["label"], test["group"])
         assert acc > 0.85, f"{p}: pairwise accuracy {acc:.3f} of the joint model"
+    trained_on = [dict(np.load(features / "features" / p / "train.npz")) for p in PLATFORMS]
+    assert loaded[PLATFORMS[0]].op_types == op_type_tasks(*trained_on) and sum(op_type_tasks(*trained_on).values())
     states = [loaded[p].model.state_dict() for p in PLATFORMS]
     assert all(np.array_equal(states[0][k].numpy(), states[1][k].numpy()) for k in states[0]), \
         "the platforms' versions of one joint training carry the same weights"

@@ -259,6 +259,7 @@ def test_tracked_sequence_registers_each_kb_snapshot_and_the_target(mlflow_store
     assert (tmp_path / "out" / "forgetting.png").stat().st_size > 0
     x = loader.splits["validation"]["c"]["x"]
     bundle = load_registered("models:/t-ckd-c@champion")
+    assert bundle.op_types == {"dense": 3}   # the three tasks every platform of the sequence trained on
     np.testing.assert_allclose(predict(bundle.model, x), predict(outcome.result.model, x), rtol=1e-5)
 
     again = run_tracked(make_method("ckd", settings(order, cl_epochs=1, kd_epochs=1), HPARAMS),

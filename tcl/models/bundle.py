@@ -23,6 +23,17 @@ from .base import build_model, predict
 BUNDLE_FILE = "bundle.json"
 
 
+def op_type_tasks(*arrays: dict[str, np.ndarray]) -> dict[str, int]:
+    """Training tasks per operator type in feature arrays (their `task_key` and `op_type` columns):
+    kept in a bundle's meta so that tuning knows which operators the model never learned."""
+    tasks: dict[str, set] = {}
+    for a in arrays:
+        if "op_type" in a and "task_key" in a:
+            for key, op in zip(a["task_key"].tolist(), a["op_type"].tolist()):
+                tasks.setdefault(str(op), set()).add(key)
+    return {op: len(keys) for op, keys in sorted(tasks.items())}
+
+
 @dataclass
 class ModelBundle:
     model_name: str
@@ -45,6 +56,11 @@ class ModelBundle:
     def score_candidates(self, context, candidates: Sequence, spec_vector: Any = None) -> np.ndarray:
         """Scores (higher = faster) of MetaSchedule candidates, as a cost model's predict needs them."""
         return predict(self.model, self.featurize_candidates(context, candidates, spec_vector))
+
+    @property
+    def op_types(self) -> dict[str, int] | None:
+        """Training tasks per operator type (`op_type_tasks`); None for a bundle saved before it was kept."""
+        return self.meta.get("op_types")
 
     def save(self, directory: str | Path) -> Path:
         directory = Path(directory)

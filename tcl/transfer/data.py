@@ -19,6 +19,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from ..features.dataset import load_split
+from ..models.bundle import op_type_tasks
 from ..sampling.scorer import relabel_within
 
 Arrays = dict[str, np.ndarray]
@@ -33,6 +34,7 @@ class PlatformData:
         self.samples = {p: np.asarray(rows, dtype=np.int64) for p, rows in (samples or {}).items()}
         self.eval_split = eval_split
         self.loads: list[str] = []
+        self._tasks: dict[str, Arrays] = {}  # platform -> the task_key and op_type columns it trained on
         self._resident: dict[str, Arrays] = {}
 
     @classmethod
@@ -60,8 +62,14 @@ class PlatformData:
             arrays = {**{k: v[rows] for k, v in arrays.items()},
                       "label": relabel_within(arrays["label"], arrays["group"], rows).astype(np.float32)}
         self.loads.append(platform)
+        self._tasks[platform] = {k: arrays[k] for k in ("task_key", "op_type") if k in arrays}
         self._resident[platform] = arrays
         return arrays
+
+    @property
+    def op_types(self) -> dict[str, int]:
+        """Training tasks per operator type over every platform trained on so far (a bundle's meta)."""
+        return op_type_tasks(*self._tasks.values())
 
     def evaluation(self, platform: str) -> Arrays:
         """The platform's held-out split for scoring (not cached here, not counted as resident)."""

@@ -107,7 +107,8 @@ class TrackedHooks(Monitor):
 
     def _register_kb(self, record: PhaseRecord, kb: torch.nn.Module) -> str:
         bundle = ModelBundle("tcl", kb, self.ctx.featurizer, record.platform, self.ctx.spec_vectors[record.platform],
-                             {"platforms": record.seen, "data_version": self.ctx.data_version})
+                             {"platforms": record.seen, "data_version": self.ctx.data_version,
+                              "op_types": self.data.op_types})
         bundle_dir = bundle.save(self.ctx.out_dir / "kb" / f"{len(self.kb_versions) + 1}-{record.platform}")
         held_out = self._held_out(record.platform)
         tags = {"platforms": ",".join(record.seen), "seed": str(self.seed),
@@ -147,18 +148,19 @@ def run_tracked(method: TransferMethod, data: PlatformData, ctx: TrackingContext
         tracking.log_artifact(str(plot_forgetting(result.history, out / "forgetting.png",
                                                   f"{method.name}: {' -> '.join(order)}")))
         if run.tracked:
-            _register_target(outcome, method, ctx, order, held_out)
+            _register_target(outcome, method, ctx, order, held_out, data.op_types)
     return outcome
 
 
 def _register_target(outcome: TrackedOutcome, method: TransferMethod, ctx: TrackingContext, order: list[str],
-                     held_out: dict[str, np.ndarray]) -> None:
+                     held_out: dict[str, np.ndarray], op_types: dict[str, int]) -> None:
     """The target's model as a new version; the promotion gate scores it and the current champion on
     `held_out` (the features every model of this sequence reads) and moves `champion` only if it is better."""
     target, result = order[-1], outcome.result
     name = tracking.registered_name(ctx.params["registry"]["prefix"], target, method.name)
     bundle = ModelBundle(result.model_name, result.model, ctx.featurizer, target, ctx.spec_vectors[target],
-                         {"method": method.name, "order": order, "data_version": ctx.data_version})
+                         {"method": method.name, "order": order, "data_version": ctx.data_version,
+                          "op_types": op_types})
     outcome.registered_model = name
     tags = {"platform": target, "method": method.name, "platforms": ",".join(order), "seed": str(method.seed),
             **version_tags(ctx, {"val_top1": outcome.held_out_top1})}

@@ -8,6 +8,11 @@ alone. Each measured batch is a fresh test for both: their scores for it are tak
 learns its latencies. The learned model keeps a task unless XGB's pairwise accuracy over the window
 beats it by `margin`; a task handed to XGB comes back the same way. Costs one XGB per run and two
 extra scorings of each measured batch.
+
+Pairwise accuracy on batches the learned model picked itself does not expose a model that is lost on
+an operator it never saw (M5's conv1d on a model trained on 2-D convolutions kept every task and tuned
+the heaviest one 1.5x slower than XGB). So a task whose operator type has fewer than `familiar_tasks`
+tasks in the model's training data (the bundle's `op_types`) is XGB's from its first batch to the end.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from ..config import settings_from
 from ..models.metrics import pairwise_accuracy
+from ..workloads.tasks import classify_op_type
 
 
 @dataclass(frozen=True)
@@ -30,11 +36,12 @@ class GuardSettings:
     enabled: bool = False
     window: int = 3         # measured batches of a task the two rankers are compared over
     margin: float = 0.05    # pairwise accuracy by which the other ranker must lead to take the task
+    familiar_tasks: int = 1  # training tasks of its operator type a task needs to start on the learned model
 
     def __post_init__(self):
-        if self.window < 1 or not 0.0 <= self.margin < 1.0:
-            raise ValueError(f"params.yaml tune.guard: need window >= 1 and 0 <= margin < 1, got "
-                             f"window={self.window}, margin={self.margin}")
+        if self.window < 1 or not 0.0 <= self.margin < 1.0 or self.familiar_tasks < 0:
+            raise ValueError(f"params.yaml tune.guard: need window >= 1, 0 <= margin < 1 and familiar_tasks >= 0, "
+                             f"got window={self.window}, margin={self.margin}, familiar_tasks={self.familiar_tasks}")
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "GuardSettings":
@@ -43,14 +50,31 @@ class GuardSettings:
 
 @derived_object
 class GuardedCostModel(PyCostModel):
-    """Scores each task with `inner` or `fallback`, whichever ranked its recent measured batches better."""
+    """Scores each task with `inner` or `fallback`, whichever ranked its recent measured batches better;
+    `fallback` alone scores the tasks of operator types `inner` was not trained on (`op_types`: training
+    tasks per operator type; None when unknown, and then every task starts on `inner`)."""
 
-    def __init__(self, inner, fallback, settings: GuardSettings):
+    def __init__(self, inner, fallback, settings: GuardSettings, op_types: dict[str, int] | None = None):
         super().__init__()
-        self.inner, self.fallback, self.settings = inner, fallback, settings
+        self.inner, self.fallback, self.settings, self.op_types = inner, fallback, settings, op_types
         self.accuracy: dict[str, list[tuple[float, float]]] = {}  # task -> (inner, fallback) per batch
         self.on_fallback: set[str] = set()
-        self.switches: list[tuple[str, int, str]] = []  # (task, batch, "fallback" | "inner")
+        self.unfamiliar: dict[str, str] = {}  # task -> its operator type, absent from the training data
+        self.switches: list[tuple[str, int, str]] = []  # (task, batch, "fallback" | "inner" | "unfamiliar")
+        self._seen: set[str] = set()
+
+    def _task(self, context) -> str:
+        """The context's task name; a task seen for the first time is checked against the training operators."""
+        task = str(context.task_name)
+        if task not in self._seen:
+            self._seen.add(task)
+            if self.op_types is not None:
+                op = classify_op_type(task, context.mod)
+                if self.op_types.get(op, 0) < self.settings.familiar_tasks:
+                    self.unfamiliar[task] = op
+                    self.on_fallback.add(task)
+                    self.switches.append((task, 0, "unfamiliar"))
+        return task
 
     def load(self, path: str) -> None:
         self.inner.load(path)
@@ -59,11 +83,11 @@ class GuardedCostModel(PyCostModel):
         self.inner.save(path)
 
     def predict(self, context, candidates) -> np.ndarray:
-        model = self.fallback if str(context.task_name) in self.on_fallback else self.inner
+        model = self.fallback if self._task(context) in self.on_fallback else self.inner
         return np.asarray(model.predict(context, candidates), dtype="float64")
 
     def update(self, context, candidates, results) -> None:
-        task = str(context.task_name)
+        task = self._task(context)
         ran = [i for i, r in enumerate(results) if r.error_msg is None and r.run_secs]
         if len(ran) >= 2:
             measured = [candidates[i] for i in ran]
@@ -79,7 +103,7 @@ class GuardedCostModel(PyCostModel):
 
     def _choose(self, task: str) -> None:
         history = self.accuracy[task]
-        if len(history) < self.settings.window:
+        if len(history) < self.settings.window or task in self.unfamiliar:
             return
         ours, theirs = np.mean(history[-self.settings.window:], axis=0)
         if task not in self.on_fallback and theirs > ours + self.settings.margin:

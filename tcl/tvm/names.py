@@ -8,7 +8,8 @@ and the search modifiers that go with either.
     pretrained_xgb+boost     the registered `<prefix>-xgb-<platform>` growing per-task trees
     ...+draft                PSA drafts, the model verifies the top candidates (tcl.tvm.draft)
     ...+moses                tasks stop being measured once they settle (tcl.tvm.controller)
-    <learned>+guard          per task, TVM's XGB takes over while it ranks the task better (tcl.tvm.guard)
+    <learned>+guard          per task, TVM's XGB takes over while it ranks the task better, and from the
+                             start on an operator type the model never trained on (tcl.tvm.guard)
 
 e.g. `tcl+moa+draft+moses`, `xgb+draft`. `pretrained_xgb` is the tuning name of the train stage's
 `xgb` model: "xgb" alone is TVM's xgb, the baseline every table compares with.

@@ -159,7 +159,11 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     guarded = None
     if (guard.enabled and not spec.builtin) or spec.guard:
         fallback = make_builtin_cost_model("xgb", seed, platform.threads)
-        cost_model = guarded = GuardedCostModel(cost_model, fallback, guard)
+        op_types = getattr(getattr(cost_model, "bundle", None), "op_types", None)
+        if op_types is None:
+            log.warning("%s: the bundle does not say which operator types it was trained on; the guard only "
+                        "compares rankers (retrain, or see tcl.tvm.pinned.add_op_types)", cost_model_name)
+        cost_model = guarded = GuardedCostModel(cost_model, fallback, guard, op_types)
     draft = draft or DraftSettings()
     if draft.enabled or spec.draft:
         search = dataclasses.replace(search or SearchSettings(), population=draft.population)
@@ -196,6 +200,9 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
         task_scheduler="gradient")
     wall = time.perf_counter() - start
     bar.close()
+    if guarded is not None and guarded.unfamiliar:
+        log.info("%s: scored by TVM's XGB throughout, operator types the model never trained on: %s", network,
+                 ", ".join(f"{t} ({op})" for t, op in sorted(guarded.unfamiliar.items())))
     return TuningResult(network=network, platform=platform.name, cost_model=cost_model_name,
                         trials=curve.trials, trial_budget=trials, tasks=len(contexts), wall_seconds=wall,
                         cost_model_seconds=timed.seconds, curve=curve.points, database=database,
