@@ -116,6 +116,7 @@ def test_a_task_of_an_operator_type_the_model_never_trained_on_is_xgbs_throughou
     _feed(unseen, context, candidates, results)
     assert unseen.unfamiliar == {task: op} and unseen.switches == [(task, 0, "unfamiliar")]
     assert task in unseen.on_fallback and good.updates == bad.updates > 0   # both still learn
+    assert task not in unseen.accuracy   # never judged: no batch can hand it back
 
     # trained on this operator type: the learned model starts; too few tasks of it under familiar_tasks: not
     seen = GuardedCostModel(good, bad, GuardSettings(), op_types={op: 2})

@@ -89,7 +89,7 @@ class GuardedCostModel(PyCostModel):
     def update(self, context, candidates, results) -> None:
         task = self._task(context)
         ran = [i for i, r in enumerate(results) if r.error_msg is None and r.run_secs]
-        if len(ran) >= 2:
+        if len(ran) >= 2 and task not in self.unfamiliar:  # an unfamiliar task stays XGB's: nothing to compare
             measured = [candidates[i] for i in ran]
             speed = 1.0 / np.asarray([np.mean([float(s) for s in results[i].run_secs]) for i in ran])
             same_task = np.zeros(len(ran))
@@ -103,7 +103,7 @@ class GuardedCostModel(PyCostModel):
 
     def _choose(self, task: str) -> None:
         history = self.accuracy[task]
-        if len(history) < self.settings.window or task in self.unfamiliar:
+        if len(history) < self.settings.window:
             return
         ours, theirs = np.mean(history[-self.settings.window:], axis=0)
         if task not in self.on_fallback and theirs > ours + self.settings.margin:
