@@ -64,6 +64,7 @@ def test_databases_become_deduplicated_records_of_their_platform(tmp_path):
     (task,) = store.tasks("here-1c")
     # classified from the workload (the fixture's te matmul block is named "C": a reduction to the classifier)
     assert task["networks"] == {"resnet50@224": 1} and task["op_type"] == "reduction" and task["flops"] > 0
+    assert set(table.column("op_type").to_pylist()) == {"reduction"}   # and so are its records
     # Held out by network: the task of a held-out network's tuning run lands in test.
     assert set(task_splits(table, holdout_networks=["resnet50"]).values()) == {"test"}
 

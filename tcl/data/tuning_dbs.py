@@ -200,11 +200,15 @@ def ingest_database(db: Path, source: TuningSource, store: RecordStore, quaranti
         # The network of these records is the tuned one, whatever the catalog filed the task under.
         table = table.set_column(table.schema.get_field_index("network"), "network",
                                  pa.array([source.network] * table.num_rows, pa.string()))
-        store.append(platform, fid, table)
-        records += table.num_rows
         for key in set(pc.unique(table.column("task_key")).to_pylist()):
             row = tasks.setdefault(key, _task_row(key, meta.get(key), modules.get(key)))
             row["networks"].setdefault(source.network, int(row.get("weight", 1)))
+        # A task the catalog did not know has the op type classified from its workload: its records carry it too.
+        table = table.set_column(table.schema.get_field_index("op_type"), "op_type", pa.array(
+            [op or tasks[key]["op_type"] for key, op in zip(table.column("task_key").to_pylist(),
+                                                           table.column("op_type").to_pylist())], pa.string()))
+        store.append(platform, fid, table)
+        records += table.num_rows
     return records, dups, len(quarantine) - before
 
 
