@@ -76,15 +76,18 @@ def add_op_types(directory: str | Path, op_types: dict[str, int], source: str) -
     """Give a bundle pinned before bundles kept their training operator types (`meta.op_types`, which
     the guard reads) those types, counted from `source` (the training split it was fitted on); the
     weights are untouched, the pin gets the new digest and says what changed. Returns the new pin."""
+    from ..data.store import atomic_write_bytes
+    from ..models.bundle import BUNDLE_FILE
+
     directory = Path(directory)
     pin = read_pin(directory)
-    info = json.loads((directory / "bundle.json").read_text())
+    info = json.loads((directory / BUNDLE_FILE).read_text())
     if (info.get("meta") or {}).get("op_types") is not None:
         raise ValueError(f"{directory}: the bundle already names its training operator types")
     info.setdefault("meta", {})["op_types"] = dict(sorted(op_types.items()))
-    (directory / "bundle.json").write_text(json.dumps(info, indent=2))
+    atomic_write_bytes(directory / BUNDLE_FILE, json.dumps(info, indent=2).encode())
     pin.pop("bundle_dir", None)
     pin.update(sha256=bundle_digest(directory), same_weights_as=[*pin.get("same_weights_as", []), pin["sha256"]],
                amended=f"meta.op_types added from {source}; the weights are those of same_weights_as")
-    (directory / PIN_FILE).write_text(json.dumps(pin, indent=2))
+    atomic_write_bytes(directory / PIN_FILE, json.dumps(pin, indent=2).encode())
     return read_pin(directory)
