@@ -45,6 +45,13 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def atomic_write_parquet(path: Path, table: pa.Table, **options: Any) -> None:
+    """A zstd Parquet file through the atomic writer (a part of a store, whole or not at all)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd", **options)
+    atomic_write_bytes(path, sink.getvalue().to_pybytes())
+
+
 def atomic_write_npz(path: Path, **arrays: Any) -> None:
     """A compressed .npz written through the atomic writer (features, samples, caches)."""
     import io
@@ -109,9 +116,7 @@ class RecordStore:
         first, last = min(s for s, _ in spans), max(e for _, e in spans)
         table = pa.concat_tables(pq.read_table(p, schema=RECORD_SCHEMA) for p in parts)
         path = self.platform_dir(platform) / f"part-{task_key}-{first:05d}-{last:05d}.parquet"
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression="zstd", compression_level=9)
-        atomic_write_bytes(path, sink.getvalue().to_pybytes())
+        atomic_write_parquet(path, table, compression_level=9)
         self._remove_covered(platform, task_key)
         return path
 
@@ -156,9 +161,7 @@ class RecordStore:
         pdir = self.platform_dir(platform)
         pdir.mkdir(parents=True, exist_ok=True)
         path = pdir / f"part-{task_key}-{self.next_batch_index(platform, task_key):05d}.parquet"
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression="zstd")
-        atomic_write_bytes(path, sink.getvalue().to_pybytes())
+        atomic_write_parquet(path, table)
         return path
 
     def save_pool(self, task_key: str, programs: list[str]) -> None:
@@ -166,10 +169,8 @@ class RecordStore:
         one Parquet column of trace JSON, in the order drawn (zstd: traces repeat a lot)."""
         pdir = self.root / "_pools"
         pdir.mkdir(parents=True, exist_ok=True)
-        sink = pa.BufferOutputStream()
-        pq.write_table(pa.table({"program": pa.array(programs, pa.string())}), sink, compression="zstd",
-                       compression_level=9)
-        atomic_write_bytes(pdir / f"{task_key}.parquet", sink.getvalue().to_pybytes())
+        atomic_write_parquet(pdir / f"{task_key}.parquet", pa.table({"program": pa.array(programs, pa.string())}),
+                             compression_level=9)
 
     def pool(self, task_key: str) -> list[str] | None:
         path = self.root / "_pools" / f"{task_key}.parquet"

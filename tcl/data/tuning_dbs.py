@@ -20,6 +20,9 @@ tuned; every database directory found under a source (recursively) is read with
   of a held-out network in test, as for collected records.
 * Bad input never disappears: unreadable lines, traces that do not replay, target
   mismatches and records without run times (nothing to learn) go to `<quarantine_dir>/tuning-<platform>.jsonl` with file, line and reason.
+* Op types. A record's op type is its task's: the collected catalog's, or classified from the
+  workload for a task the catalog does not know; records an older ingest filed without one get the
+  store catalog's on the next run (`refile_op_types`).
 * Resumable. `_ingest_manifest.json` (ingest.py's) lists each finished database with the size,
   mtime and sha1 of its record file; an unchanged database is skipped, a grown one (a tuning run
   that went on) is read again from scratch after its parts and quarantine lines are removed,
@@ -44,7 +47,7 @@ from ..platforms import Platform, load_platforms
 from .ingest import _is_done, _purge_quarantine, _remove_parts, _write_manifest, file_id, read_manifest, sha1_of
 from .ms_database import RECORD_FILE, WORKLOAD_FILE, read_ms_database
 from .quarantine import Quarantine
-from .store import RecordStore
+from .store import RecordStore, atomic_write_parquet
 
 log = logging.getLogger(__name__)
 
@@ -222,6 +225,24 @@ def _task_row(key: str, known: dict[str, Any] | None, module_json: str | None) -
             "networks": {}}
 
 
+def refile_op_types(store: RecordStore, platform: str, tasks: dict[str, dict[str, Any]]) -> int:
+    """Records filed without an op type get their task's from the catalog; returns how many changed.
+
+    Ingests before 6b5cbee filed the records of tasks the collected catalog did not know with an empty
+    op type (only their catalog row was classified), and work dirs do not stay: the catalog is what is left."""
+    changed = 0
+    for part in store.parts(platform):
+        table = pq.read_table(part)
+        ops = table.column("op_type").to_pylist()
+        filled = [op or tasks.get(key, {}).get("op_type", "") for op, key in
+                  zip(ops, table.column("task_key").to_pylist())]
+        if filled != ops:
+            changed += sum(a != b for a, b in zip(ops, filled))
+            table = table.set_column(table.schema.get_field_index("op_type"), "op_type", pa.array(filled, pa.string()))
+            atomic_write_parquet(part, table)
+    return changed
+
+
 def ingest_tuning_databases(params: dict[str, Any], *, store_root: str | Path, known_roots: list[str | Path],
                             quarantine_dir: str | Path, chunk_size: int = 10_000) -> list[TuningIngestSummary]:
     """Ingest every database of every `tuning_ingest.sources` entry into `store_root`, resumably."""
@@ -230,6 +251,10 @@ def ingest_tuning_databases(params: dict[str, Any], *, store_root: str | Path, k
     store.root.mkdir(parents=True, exist_ok=True)
     summaries: dict[str, TuningIngestSummary] = {}
     with store.exclusive_writer("ingest of tuning databases"):
+        for platform in store.platforms():
+            catalog = {r["task_key"]: r for r in store.tasks(platform)}
+            if refiled := refile_op_types(store, platform, catalog):
+                log.info("%s: %d records filed without their op type got it from the catalog", platform, refiled)
         for source in sources:
             platform = source.platform.name
             summary = summaries.setdefault(platform, TuningIngestSummary(platform))
