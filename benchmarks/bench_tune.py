@@ -291,6 +291,29 @@ def search_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]]) -> lis
                                                                   for m, t in seen.items()) + "."]
 
 
+def task_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]], baseline: str) -> list[str]:
+    """Per network, seed and model, the task that cost it the most against the baseline's run (the runs
+    that recorded their tasks: stop 44 on), so a row that trails says where."""
+    from tcl.tvm.compare import costliest_tasks
+
+    notes = []
+    for network, tables in seed_tables.items():
+        for seed, rows in sorted(tables.items()):
+            base = next((r for r in rows if r["cost_model"] == baseline), None)
+            for row in rows:
+                if row is base or not (base and base.get("tasks") and row.get("tasks")):
+                    continue
+                costliest = costliest_tasks(row["tasks"], base["tasks"], top=1)
+                if costliest:
+                    (t,) = costliest
+                    notes.append(f"{network} seed {seed}, {row['cost_model']}: behind {baseline} most on "
+                                 f"{t['task']}, {t['best_us']:.1f} against {t['base_us']:.1f} us ({t['ratio']:.2f}x, "
+                                 f"{t['trials']} against {t['base_trials']} trials; +{t['share_of_base']:.0%} of "
+                                 f"{baseline}'s estimate)")
+    return ["the task costing each run the most against " + baseline + " (runs that recorded their tasks): "
+            + "; ".join(notes) + "."] if notes else []
+
+
 def render(summary: dict[str, list[dict[str, Any]]], baseline: str, seeds: dict[str, list[int]],
            budgets: dict[str, int], retimed: bool = False, settings: list[str] = ()) -> str:
     """The table; `seeds` per network: those whose baseline is tuned (each model's figures over its own)."""
@@ -437,7 +460,7 @@ def main() -> None:
         raise SystemExit("nothing to report: no seed has every model tuned yet")
     seeds = {name: sorted(tables) for name, tables in seed_tables.items()}
     prov = provenance(__file__)  # the learned models' own data versions are in their pins (per_seed rows)
-    text = (render(summary, baseline, seeds, budgets, retimed=retimed, settings=search_notes(seed_tables))
+    text = (render(summary, baseline, seeds, budgets, retimed=retimed, settings=search_notes(seed_tables) + task_notes(seed_tables, baseline))
             + f"- {provenance_line(prov)}\n")
     print(text)
     (out / "summary.md").write_text(text)

@@ -167,3 +167,30 @@ def test_the_report_names_each_models_recorded_search_settings(bench):
     assert "tenset_mlp+draft: population 512, 4 generations, PSA drafts and the model verifies 64" in note
     assert "tcl:" not in note
     assert bench.search_notes({"net": {0: [_row("tcl", 1.0, 65)]}}) == []
+
+
+def test_the_report_names_the_task_that_cost_a_run_the_most_against_xgb(bench):
+    """M5 seed 1's case: the network trails XGB because one heavy task stalled; a light task behind by more
+    (in ratio) costs less of the estimate, and a task ahead of XGB's is no cost at all."""
+    from tcl.tvm.compare import costliest_tasks
+
+    def tasks(heavy, light, ahead):
+        return [{"task": "conv1d", "weight": 1, "best_us": heavy, "trials": 400},
+                {"task": "pool", "weight": 2, "best_us": light, "trials": 16},
+                {"task": "dense", "weight": 1, "best_us": ahead, "trials": 8},
+                {"task": "never_ran", "weight": 1, "best_us": None, "trials": 0}]
+
+    xgb, guard = tasks(150.0, 1.0, 20.0), tasks(260.0, 3.0, 10.0)
+    gaps = costliest_tasks(guard, xgb, top=5)
+    assert [g["task"] for g in gaps] == ["conv1d", "pool"]     # by the weighted gap, not by the ratio
+    assert gaps[0]["ratio"] == pytest.approx(260 / 150) and gaps[0]["share_of_base"] == pytest.approx(110 / 172)
+    assert gaps[1]["share_of_base"] == pytest.approx(4 / 172)
+    assert costliest_tasks(xgb, guard) == [{"task": "dense", "best_us": 20.0, "base_us": 10.0, "ratio": 2.0,
+                                            "share_of_base": pytest.approx(10 / 276), "trials": 8, "base_trials": 8}]
+
+    rows = [{**_row("xgb", 1.0, 65), "tasks": xgb}, {**_row("tenset_mlp+guard", 1.2, None), "tasks": guard},
+            _row("tcl", 1.0, 65)]   # a run from before the tasks were recorded: no note
+    (note,) = bench.task_notes({"m5": {1: rows}}, "xgb")
+    assert "m5 seed 1, tenset_mlp+guard: behind xgb most on conv1d, 260.0 against 150.0 us (1.73x" in note
+    assert "+64% of xgb's estimate" in note and "tcl" not in note
+    assert bench.task_notes({"m5": {1: [rows[0], rows[2]]}}, "xgb") == []

@@ -49,6 +49,35 @@ def test_a_tile_that_overflows_l1_estimates_slower(params, host_platform):
     assert roomy.memory_seconds["l1"] < overflows.memory_seconds["l1"] / 2
 
 
+def test_statement_tiles_are_the_footprints_of_every_depth():
+    """PSA's one-pass footprints (StatementTiles) against `footprint` asked depth by depth, on a tiled,
+    vectorized matmul and on one whose outer loops are fused (floordiv/floormod: inexact indices)."""
+    import math
+
+    import tvm
+
+    from tcl.features.loop_nest import StatementTiles, footprint, loop_nest
+
+    sch = tvm.s_tir.Schedule(_matmul(64, 16, vector=8))
+    i0, j0, *_ = sch.get_loops(sch.get_sblock("C"))
+    sch.fuse(i0, j0)
+    for mod in (_matmul(64, 16, vector=8), sch.mod):
+        nest = loop_nest(mod)
+        for stmt in nest.statements:
+            tiles = StatementTiles(stmt, nest)
+            for depth in range(len(stmt.loops) + 1):
+                inside = set(stmt.loops[depth:])
+                for unit in (1, 64):
+                    assert tiles.working_set(depth, unit) == footprint(stmt, nest, inside, unit)
+                    for k, access in enumerate(stmt.accesses):
+                        assert tiles.tile(k, depth, unit) == footprint(stmt, nest, inside, unit, access)
+                for k, access in enumerate(stmt.accesses):   # reloaded for the outer loops up to its last dependence
+                    deps = [d for d in range(depth) if access.depends_on(stmt.loops[d])]
+                    expected = math.prod(nest.loops[stmt.loops[d]].extent for d in range(max(deps) + 1)) if deps else 1
+                    assert tiles.outer[k][depth] == expected
+    assert any(not ix.exact for stmt in nest.statements for a in stmt.accesses for ix in a.indices)
+
+
 def test_doubling_vector_lanes_speeds_up_a_vectorized_loop_only(params, host_platform):
     from tcl.tvm.psa import loop_nest, make_analyzer
 

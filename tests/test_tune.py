@@ -152,6 +152,9 @@ def test_an_onnx_network_is_tuned_and_matches_onnx_runtime(onnx_network, tmp_pat
     assert run.e2e.max_abs_diff < 1e-4 and (tmp_path / "random" / "tiny_onnx_net.so").exists()
     (row,) = comparison_table([run], "random")
     assert row["reference"] == "ONNX Runtime" and row["reference_ms"] > 0
+    # each task's end state, named: it adds up to the run's trials and its network estimate
+    assert all(t["task"] for t in row["tasks"]) and sum(t["trials"] for t in row["tasks"]) == run.result.trials
+    assert sum(t["weight"] * t["best_us"] for t in row["tasks"]) == pytest.approx(run.result.final_estimate * 1e6)
 
 
 def test_tensor_intrinsics_load_with_the_light_stack_and_inspect_is_restored():

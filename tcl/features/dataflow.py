@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .kinds import PACM, register_featurizer
-from .loop_nest import PARALLEL, VECTORIZED, LoopNest, cpu_levels, loop_nest, moves
+from .loop_nest import PARALLEL, VECTORIZED, LoopNest, cpu_levels, StatementTiles, loop_nest, moves
 from .per_store import (EXTRACTOR_CONFIG, FEATURE_DIM, RowKind, candidate_stores, pad_stores, read_featurizer_file, replay,
                         write_featurizer_file)
 
@@ -74,9 +74,9 @@ def block_rows(nest: LoopNest, levels: Sequence[tuple[str, float, int]]) -> np.n
         inner = loops[-1] if loops else None
         iterations = nest.iterations(stmt)
         parallel = math.prod(lp.extent for lp in loops if lp.kind == PARALLEL)
-        per_level, depths, sets = [], [], {}
+        per_level, depths, tiles = [], [], StatementTiles(stmt, nest)
         for _, capacity, unit in levels:
-            depth, moved = moves(stmt, nest, capacity, unit, sets)
+            depth, moved = moves(stmt, nest, capacity, unit, tiles)
             per_level.append(moved)
             depths.append(depth)
         order = sorted(range(len(stmt.accesses)), key=lambda j: stmt.accesses[j].buffer == stmt.store)

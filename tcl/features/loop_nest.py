@@ -102,6 +102,7 @@ class _Walker:
     def __init__(self):
         self.nest = LoopNest()
         self.env: dict = {}
+        self.buffers: dict = {}
 
     def affine(self, expr) -> tuple[dict[int, int], bool]:
         kind = type(expr).__name__
@@ -134,8 +135,11 @@ class _Walker:
         return Index(tuple(sorted((k, v) for k, v in coefs.items() if v)), exact)
 
     def access(self, buffer, indices) -> Access:
-        return Access(str(buffer.name), str(buffer.scope()), _bytes(buffer.dtype),
-                      tuple(_int(s, 1 << 30) for s in buffer.shape), tuple(self.index(i) for i in indices))
+        key = hash(buffer)  # a buffer is read many times: its name, scope, dtype and shape once
+        if key not in self.buffers:
+            self.buffers[key] = (str(buffer.name), str(buffer.scope()), _bytes(buffer.dtype),
+                                 tuple(_int(s, 1 << 30) for s in buffer.shape))
+        return Access(*self.buffers[key], tuple(self.index(i) for i in indices))
 
     def ops_and_loads(self, expr, loads: list) -> int:
         """Arithmetic operations in `expr`; its BufferLoads are appended to `loads`."""
@@ -213,38 +217,79 @@ def footprint(stmt: Statement, nest: LoopNest, inside: set[int], unit: int, acce
     return total
 
 
+class StatementTiles:
+    """One statement's access footprints with the loops from each depth inward running, for every depth
+    at once: what `moves` asks of each storage level. The same figures as `footprint` with `inside` the
+    statement's loops from depth d on, in one pass over the loops instead of one per depth and level
+    (PSA scores whole populations with it). Working sets are kept by (depth, unit) across levels."""
+
+    def __init__(self, stmt: Statement, nest: LoopNest):
+        self.stmt = stmt
+        ids = stmt.loops
+        position = {loop: p for p, loop in enumerate(ids)}
+        extents = [nest.loops[i].extent for i in ids]
+        self.spans: list[list[list[int]]] = []   # [access][dimension][depth]
+        self.outer: list[list[int]] = []         # [access][depth]: iterations of the loops its tile reloads for
+        for a in stmt.accesses:
+            dims = []
+            for ix, size in zip(a.indices, a.shape):
+                steps = [0 if ix.exact else 1] * len(ids)
+                for loop, coef in ix.coefs:
+                    if loop in position:
+                        p = position[loop]
+                        steps[p] = abs(coef) * (extents[p] - 1) if ix.exact else extents[p]
+                running, spans = 1, [0] * (len(ids) + 1)
+                for d in range(len(ids), -1, -1):
+                    if d < len(ids):
+                        running = running + steps[d] if ix.exact else running * steps[d]
+                    spans[d] = max(1, min(running, size))
+                dims.append(spans)
+            self.spans.append(dims)
+            # a tile is loaded again for every iteration of the outer loops up to the innermost one it depends on
+            outer, product, deepest = [1] * (len(ids) + 1), 1, 1
+            for d in range(len(ids)):
+                product *= extents[d]
+                if a.depends_on(ids[d]):
+                    deepest = product
+                outer[d + 1] = deepest
+            self.outer.append(outer)
+        self._sets: dict[tuple[int, int], float] = {}
+
+    def tile(self, k: int, depth: int, unit: int) -> float:
+        """Bytes of access k's tile with the loops from `depth` inward running (rows rounded to `unit`)."""
+        spans = [dim[depth] for dim in self.spans[k]] or [1]
+        row = math.ceil(spans[-1] * self.stmt.accesses[k].dtype_bytes / unit) * unit
+        return float(row * math.prod(spans[:-1]))
+
+    def working_set(self, depth: int, unit: int) -> float:
+        if (depth, unit) not in self._sets:
+            self._sets[depth, unit] = sum((self.tile(k, depth, unit) for k in range(len(self.spans))), 0.0)
+        return self._sets[depth, unit]
+
+
 def moves(stmt: Statement, nest: LoopNest, capacity: float, unit: int,
-          working_sets: dict | None = None) -> tuple[int, list[tuple[Access, float, float]]]:
+          tiles: StatementTiles | None = None) -> tuple[int, list[tuple[Access, float, float]]]:
     """How a storage level of `capacity` bytes serves `stmt`: (kept depth, [(access, its tile's bytes,
     bytes moved into the level over the whole statement)]).
 
     The working set of the loops from depth d inward is kept there when it fits; d is the outermost
     such depth. An access's tile is then loaded again for every iteration of the outer loops up to
     the innermost outer loop it depends on: further out, its data is the same and is reused.
-    `working_sets` caches working-set sizes by (depth, unit) across the levels of one statement.
+    Pass one `StatementTiles` of `stmt` for all levels: its footprints serve every level.
     """
-    ids = stmt.loops
-    sets = {} if working_sets is None else working_sets
-
-    def working_set(d: int) -> float:
-        if (d, unit) not in sets:
-            sets[d, unit] = footprint(stmt, nest, set(ids[d:]), unit)
-        return sets[d, unit]
-
-    depth = next((d for d in range(len(ids) + 1) if working_set(d) <= capacity), len(ids))
-    inside = set(ids[depth:])
+    tiles = tiles or StatementTiles(stmt, nest)
+    n = len(stmt.loops)
+    depth = next((d for d in range(n + 1) if tiles.working_set(d, unit) <= capacity), n)
     out = []
-    for a in stmt.accesses:
-        deps = [j for j in range(depth) if a.depends_on(ids[j])]
-        reloads = math.prod(nest.loops[ids[j]].extent for j in range(max(deps) + 1)) if deps else 1
-        tile = footprint(stmt, nest, inside, unit, a)
-        out.append((a, tile, tile * reloads))
+    for k, a in enumerate(stmt.accesses):
+        tile = tiles.tile(k, depth, unit)
+        out.append((a, tile, tile * tiles.outer[k][depth]))
     return depth, out
 
 
-def traffic(stmt: Statement, nest: LoopNest, capacity: float, unit: int, working_sets: dict | None = None) -> float:
+def traffic(stmt: Statement, nest: LoopNest, capacity: float, unit: int, tiles: StatementTiles | None = None) -> float:
     """Bytes moved into a storage level of `capacity` bytes over the whole statement (see `moves`)."""
-    return sum(moved for _, _, moved in moves(stmt, nest, capacity, unit, working_sets)[1])
+    return sum(moved for _, _, moved in moves(stmt, nest, capacity, unit, tiles)[1])
 
 
 def cpu_levels(specs: dict, vector_registers: int = 16, line_bytes: int = 64) -> list[tuple[str, float, int]]:

@@ -53,6 +53,24 @@ def behind(curve: list[CurvePoint], base: list[CurvePoint]) -> tuple[float, floa
     return max(ratios), sum(r > 1 + 1e-9 for r in ratios) / len(ratios)
 
 
+def costliest_tasks(tasks: list[dict], base_tasks: list[dict], top: int = 2) -> list[dict]:
+    """The tasks that cost this run the most against the baseline's run of the same network: by the
+    weighted gap of their best latencies, as a share of the baseline's network estimate. Tasks match by
+    name (the same network, so the same extraction); only those worse than the baseline's are listed."""
+    base = {t["task"]: t for t in base_tasks if t.get("best_us") is not None}
+    estimate = sum(t["weight"] * t["best_us"] for t in base.values())
+    gaps = []
+    for t in tasks:
+        theirs = base.get(t["task"])
+        if theirs is None or t.get("best_us") is None or t["best_us"] <= theirs["best_us"]:
+            continue
+        gap = t["weight"] * (t["best_us"] - theirs["best_us"])
+        gaps.append({"task": t["task"], "best_us": t["best_us"], "base_us": theirs["best_us"],
+                     "ratio": t["best_us"] / theirs["best_us"], "share_of_base": gap / estimate if estimate else None,
+                     "trials": t.get("trials"), "base_trials": theirs.get("trials")})
+    return sorted(gaps, key=lambda g: -(g["share_of_base"] or 0))[:top]
+
+
 def comparison_table(runs: list[ModelRun], baseline: str) -> list[dict[str, Any]]:
     """One row per model: reach-the-baseline trials/seconds, final estimate, cost-model share, e2e figures."""
     base = next(r for r in runs if r.name == baseline)
@@ -71,6 +89,8 @@ def comparison_table(runs: list[ModelRun], baseline: str) -> list[dict[str, Any]
             "cost_model_share": round(run.result.cost_model_share, 4),
             "feature_cache_hit_rate": run.result.feature_cache_hit_rate,
             "fallback_tasks": len(run.result.fallback_tasks),  # +guard: tasks TVM's XGB scored at the end
+            "guard_switches": [list(switch) for switch in run.result.guard_switches],
+            "tasks": run.result.task_results,  # per task: weight, best latency, trials (tcl.tvm.curve)
             "search": run.result.settings,  # population; PSA's verify count, the controller where on
             "tuned_ms": run.e2e.tvm_latency_ms,
             "reference": run.e2e.reference,

@@ -27,6 +27,7 @@ class CurveRecorder(PyMeasureCallback):
         super().__init__()
         self.weights = [float(w) for w in task_weights]
         self.best = [math.inf] * len(task_weights)
+        self.measured = [0] * len(task_weights)
         self.points: list[CurvePoint] = []
         self.trials = 0
         self.start = time.perf_counter()
@@ -38,8 +39,15 @@ class CurveRecorder(PyMeasureCallback):
                 secs = [float(x) for x in res.run_secs]
                 self.best[task_id] = min(self.best[task_id], sum(secs) / len(secs))
         self.trials += len(runner_results)
+        self.measured[task_id] += len(runner_results)
         estimate = (sum(w * b for w, b in zip(self.weights, self.best))
                     if all(math.isfinite(b) for b in self.best) else math.nan)
         self.points.append(CurvePoint(self.trials, time.perf_counter() - self.start, estimate))
         if self.on_batch is not None:
             self.on_batch(len(runner_results), estimate)
+
+    def per_task(self, names: list[str]) -> list[dict]:
+        """Each task's end state, named: weight, best latency in us (None: nothing ran) and trials measured,
+        so a network estimate that trails another run's can be traced to the tasks that cost it."""
+        return [{"task": name, "weight": w, "best_us": b * 1e6 if math.isfinite(b) else None, "trials": n}
+                for name, w, b, n in zip(names, self.weights, self.best, self.measured)]

@@ -36,6 +36,8 @@ class TuningResult:
     feature_cache_hit_rate: float | None = None  # share of scored candidates whose features were cached
     stopped_tasks: list = field(default_factory=list)  # names of tasks the Moses controller ended, in order
     fallback_tasks: list = field(default_factory=list)  # +guard: tasks TVM's XGB scored when the run ended
+    guard_switches: list = field(default_factory=list)  # +guard: (task, measured batch, "fallback" | "inner" | ...)
+    task_results: list = field(default_factory=list)  # per task: name, weight, best latency (us), trials
     settings: dict = field(default_factory=dict)  # the search's settings in force (+ draft_verify, controller when on)
     database: Any = None
     work_dir: str = ""
@@ -208,6 +210,8 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
                         cost_model_seconds=timed.seconds, curve=curve.points, database=database,
                         stopped_tasks=list(stopped), settings=settings,
                         fallback_tasks=sorted(guarded.on_fallback) if guarded is not None else [],
+                        guard_switches=list(guarded.switches) if guarded is not None else [],
+                        task_results=curve.per_task([str(ctx.task_name) for ctx in contexts]),
                         work_dir=str(work_dir), feature_cache_hit_rate=_feature_cache_hit_rate(cost_model))
 
 

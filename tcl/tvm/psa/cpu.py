@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ...features.loop_nest import PARALLEL, UNROLLED, VECTORIZED, LoopNest, cpu_levels, traffic
+from ...features.loop_nest import PARALLEL, UNROLLED, VECTORIZED, LoopNest, StatementTiles, cpu_levels, traffic
 from .base import Estimate, SymbolAnalyzer, register
 
 
@@ -67,9 +67,9 @@ class CpuAnalyzer(SymbolAnalyzer):
             inner = loops[-1] if loops else None
             speed = inner.extent / math.ceil(inner.extent / lanes) if inner and inner.kind == VECTORIZED else 1.0
             compute += work / (hz * k.ops_per_cycle * speed * used)
-            sets: dict = {}
+            tiles = StatementTiles(stmt, nest)
             for name, capacity, bandwidth, unit, per_core in levels:
-                moved = traffic(stmt, nest, capacity, unit, working_sets=sets)
+                moved = traffic(stmt, nest, capacity, unit, tiles)
                 memory[name] += moved / (bandwidth * (used if per_core else 1.0))
             flops += work
             par_w += work * used / cores
