@@ -460,8 +460,8 @@ def main() -> None:
         raise SystemExit("nothing to report: no seed has every model tuned yet")
     seeds = {name: sorted(tables) for name, tables in seed_tables.items()}
     prov = provenance(__file__)  # the learned models' own data versions are in their pins (per_seed rows)
-    text = (render(summary, baseline, seeds, budgets, retimed=retimed, settings=search_notes(seed_tables) + task_notes(seed_tables, baseline))
-            + f"- {provenance_line(prov)}\n")
+    notes = search_notes(seed_tables) + task_notes(seed_tables, baseline)
+    text = render(summary, baseline, seeds, budgets, retimed=retimed, settings=notes) + f"- {provenance_line(prov)}\n"
     print(text)
     (out / "summary.md").write_text(text)
     (out / "summary.json").write_text(json.dumps({**prov, "platform": platform.name, "seeds": seeds,

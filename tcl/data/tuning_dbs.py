@@ -207,9 +207,7 @@ def ingest_database(db: Path, source: TuningSource, store: RecordStore, quaranti
             row = tasks.setdefault(key, _task_row(key, meta.get(key), modules.get(key)))
             row["networks"].setdefault(source.network, int(row.get("weight", 1)))
         # A task the catalog did not know has the op type classified from its workload: its records carry it too.
-        table = table.set_column(table.schema.get_field_index("op_type"), "op_type", pa.array(
-            [op or tasks[key]["op_type"] for key, op in zip(table.column("task_key").to_pylist(),
-                                                           table.column("op_type").to_pylist())], pa.string()))
+        table = _with_task_op_types(table, tasks)
         store.append(platform, fid, table)
         records += table.num_rows
     return records, dups, len(quarantine) - before
@@ -225,21 +223,31 @@ def _task_row(key: str, known: dict[str, Any] | None, module_json: str | None) -
             "networks": {}}
 
 
+def _with_task_op_types(table: pa.Table, tasks: dict[str, dict[str, Any]]) -> pa.Table:
+    """`table` with each record's empty op type replaced by its task's in `tasks` (the catalog rows)."""
+    ops = [op or tasks.get(key, {}).get("op_type", "") for op, key in
+           zip(table.column("op_type").to_pylist(), table.column("task_key").to_pylist())]
+    return table.set_column(table.schema.get_field_index("op_type"), "op_type", pa.array(ops, pa.string()))
+
+
 def refile_op_types(store: RecordStore, platform: str, tasks: dict[str, dict[str, Any]]) -> int:
     """Records filed without an op type get their task's from the catalog; returns how many changed.
 
     Ingests before 6b5cbee filed the records of tasks the collected catalog did not know with an empty
-    op type (only their catalog row was classified), and work dirs do not stay: the catalog is what is left."""
+    op type (only their catalog row was classified), and work dirs do not stay: the catalog is what is left.
+    Runs on every ingest, so a part is read whole only when its op types have a gap to fill."""
     changed = 0
     for part in store.parts(platform):
-        table = pq.read_table(part)
-        ops = table.column("op_type").to_pylist()
-        filled = [op or tasks.get(key, {}).get("op_type", "") for op, key in
-                  zip(ops, table.column("task_key").to_pylist())]
-        if filled != ops:
-            changed += sum(a != b for a, b in zip(ops, filled))
-            table = table.set_column(table.schema.get_field_index("op_type"), "op_type", pa.array(filled, pa.string()))
-            atomic_write_parquet(part, table)
+        keys_and_ops = pq.read_table(part, columns=["op_type", "task_key"])
+        empty = keys_and_ops.column("op_type").to_pylist().count("")
+        if not empty:
+            continue
+        refiled = _with_task_op_types(keys_and_ops, tasks).column("op_type")
+        n = empty - refiled.to_pylist().count("")
+        if n:
+            table = pq.read_table(part)
+            atomic_write_parquet(part, table.set_column(table.schema.get_field_index("op_type"), "op_type", refiled))
+            changed += n
     return changed
 
 

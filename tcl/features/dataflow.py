@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .kinds import PACM, register_featurizer
-from .loop_nest import PARALLEL, VECTORIZED, LoopNest, cpu_levels, StatementTiles, loop_nest, moves
+from .loop_nest import PARALLEL, VECTORIZED, LoopNest, StatementTiles, cpu_levels, loop_nest, moves
 from .per_store import (EXTRACTOR_CONFIG, FEATURE_DIM, RowKind, candidate_stores, pad_stores, read_featurizer_file, replay,
                         write_featurizer_file)
 
