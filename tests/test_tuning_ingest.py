@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from tcl.data.ms_database import RECORD_FILE
@@ -72,13 +71,6 @@ def test_databases_become_deduplicated_records_of_their_platform(tmp_path):
     # Resumable: nothing changed, nothing read; a database that grew is redone without duplicates.
     (again,) = _ingest(tmp_path, params)
     assert (again.skipped, again.ingested, again.total_records) == (2, 0, 5)
-    # Records an older ingest filed without their op type (and whose work dir may be gone) get the catalog's.
-    (part,) = [p for p in store.parts("here-1c") if pq.read_metadata(p).num_rows]
-    old = pq.read_table(part)
-    pq.write_table(old.set_column(old.schema.get_field_index("op_type"), "op_type", pa.array([""] * old.num_rows)), part)
-    (refiled,) = _ingest(tmp_path, params)
-    assert (refiled.ingested, refiled.total_records) == (0, 5)
-    assert store.read("here-1c").column("op_type").to_pylist() == ["reduction"] * 5
     rec = root / "run-a" / RECORD_FILE
     lines = rec.read_text().splitlines()
     first = json.loads(lines[0])

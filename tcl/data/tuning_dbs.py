@@ -21,8 +21,7 @@ tuned; every database directory found under a source (recursively) is read with
 * Bad input never disappears: unreadable lines, traces that do not replay, target
   mismatches and records without run times (nothing to learn) go to `<quarantine_dir>/tuning-<platform>.jsonl` with file, line and reason.
 * Op types. A record's op type is its task's: the collected catalog's, or classified from the
-  workload for a task the catalog does not know; records an older ingest filed without one get the
-  store catalog's on the next run (`refile_op_types`).
+  workload for a task the catalog does not know.
 * Resumable. `_ingest_manifest.json` (ingest.py's) lists each finished database with the size,
   mtime and sha1 of its record file; an unchanged database is skipped, a grown one (a tuning run
   that went on) is read again from scratch after its parts and quarantine lines are removed,
@@ -47,7 +46,7 @@ from ..platforms import Platform, load_platforms
 from .ingest import _is_done, _purge_quarantine, _remove_parts, _write_manifest, file_id, read_manifest, sha1_of
 from .ms_database import RECORD_FILE, WORKLOAD_FILE, read_ms_database
 from .quarantine import Quarantine
-from .store import RecordStore, atomic_write_parquet
+from .store import RecordStore
 
 log = logging.getLogger(__name__)
 
@@ -230,27 +229,6 @@ def _with_task_op_types(table: pa.Table, tasks: dict[str, dict[str, Any]]) -> pa
     return table.set_column(table.schema.get_field_index("op_type"), "op_type", pa.array(ops, pa.string()))
 
 
-def refile_op_types(store: RecordStore, platform: str, tasks: dict[str, dict[str, Any]]) -> int:
-    """Records filed without an op type get their task's from the catalog; returns how many changed.
-
-    Ingests before 6b5cbee filed the records of tasks the collected catalog did not know with an empty
-    op type (only their catalog row was classified), and work dirs do not stay: the catalog is what is left.
-    Runs on every ingest, so a part is read whole only when its op types have a gap to fill."""
-    changed = 0
-    for part in store.parts(platform):
-        keys_and_ops = pq.read_table(part, columns=["op_type", "task_key"])
-        empty = keys_and_ops.column("op_type").to_pylist().count("")
-        if not empty:
-            continue
-        refiled = _with_task_op_types(keys_and_ops, tasks).column("op_type")
-        n = empty - refiled.to_pylist().count("")
-        if n:
-            table = pq.read_table(part)
-            atomic_write_parquet(part, table.set_column(table.schema.get_field_index("op_type"), "op_type", refiled))
-            changed += n
-    return changed
-
-
 def ingest_tuning_databases(params: dict[str, Any], *, store_root: str | Path, known_roots: list[str | Path],
                             quarantine_dir: str | Path, chunk_size: int = 10_000) -> list[TuningIngestSummary]:
     """Ingest every database of every `tuning_ingest.sources` entry into `store_root`, resumably."""
@@ -259,10 +237,6 @@ def ingest_tuning_databases(params: dict[str, Any], *, store_root: str | Path, k
     store.root.mkdir(parents=True, exist_ok=True)
     summaries: dict[str, TuningIngestSummary] = {}
     with store.exclusive_writer("ingest of tuning databases"):
-        for platform in store.platforms():
-            catalog = {r["task_key"]: r for r in store.tasks(platform)}
-            if refiled := refile_op_types(store, platform, catalog):
-                log.info("%s: %d records filed without their op type got it from the catalog", platform, refiled)
         for source in sources:
             platform = source.platform.name
             summary = summaries.setdefault(platform, TuningIngestSummary(platform))
