@@ -4,8 +4,11 @@ DVC, push it to a remote inside the repository and commit that to git (real git,
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -78,7 +81,8 @@ def repo(tmp_path):
     return repo
 
 
-def test_checkpoints_happen_on_their_period_and_only_when_something_changed(repo):
+def test_checkpoints_happen_on_their_period_and_only_when_something_changed(repo, caplog):
+    caplog.set_level(logging.INFO, logger="tcl.collect.grow")
     assert remote_dir_in_repo(repo) == (repo / "dvc-store").resolve()
     now = [0.0]
     ckpt = Checkpointer(repo, every_s=60, clock=lambda: now[0])
@@ -91,6 +95,23 @@ def test_checkpoints_happen_on_their_period_and_only_when_something_changed(repo
     assert ckpt.done == ["collect checkpoint: 2/3 catalog tasks done"]
     assert "dvc-store/" in _git(repo, "show", "--stat", "HEAD") and "dvc.lock" in _git(repo, "show", "--stat", "HEAD")
     assert ckpt.checkpoint("again") and len(ckpt.done) == 1   # nothing new: no empty commit
+    # Every checkpoint says so in the log (`tail -f logs/collect-*.log`), a run without git commits too.
+    assert "collect checkpoint: 2/3 catalog tasks done (dvc commit, dvc push, git commit)" in caplog.text
+    (repo / "data" / "records" / "b.txt").write_text("2")
+    assert Checkpointer(repo, git=False).checkpoint("3/3 catalog tasks done")
+    assert "collect checkpoint: 3/3 catalog tasks done (dvc commit, dvc push)" in caplog.text
+
+
+def test_a_flow_log_carries_tcl_s_own_log_lines(tmp_path):
+    # make collect's log is a flow's output: tcl's INFO lines (checkpoints, the platforms measured) must reach it.
+    script = tmp_path / "flow.py"
+    script.write_text("import logging\nfrom flows import _env  # noqa: F401\nfrom prefect import flow\n\n"
+                      "@flow\ndef f():\n    logging.getLogger('tcl.collect.grow').info('this machine measures here-1c')\n\n"
+                      "f()\n")
+    res = subprocess.run([sys.executable, str(script)], cwd=REPO, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "tcl.collect.grow - this machine measures here-1c" in res.stdout + res.stderr
 
 
 @pytest.mark.slow

@@ -99,6 +99,11 @@ class Checkpointer:
                     log.warning("checkpoint: the remote is not pruned: %s", err)
         if ok and self.git:
             ok = self._git_commit(f"collect checkpoint: {note}")
+        steps = ["dvc commit"] + (["dvc push"] if self.push else []) + (["git commit"] if self.git else [])
+        if ok:
+            log.info("collect checkpoint: %s (%s)", note, ", ".join(steps))
+        else:
+            log.warning("collect checkpoint: %s failed; the next one tries again (the store keeps the records)", note)
         return ok
 
     def _git_commit(self, message: str) -> bool:
@@ -116,7 +121,6 @@ class Checkpointer:
                 return True  # nothing new since the last checkpoint
             if self._run("git", "commit", "-q", "-m", message, "--", *paths):
                 self.done.append(message)
-                log.info("checkpoint: %s", message)
                 return True
         return False
 
