@@ -121,12 +121,33 @@ def test_pretrained_xgb_ranks_a_held_out_task_better_than_random_and_boost_adapt
     np.testing.assert_array_equal(adapter.score("toy_a", x_a), predict(loaded.model, x_a))
 
 
+def test_boost_corrects_a_pretrained_mlp_on_the_task_and_leaves_it_and_other_tasks_alone(tasks, host_platform):
+    """Trees on top of Tenset-MLP's scores: the prior need not be an XGB."""
+    x_a, lat_a, y_a = tasks["toy_a"]
+    x_b, _, _ = tasks["toy_b"]
+    bundle = _bundle("tenset_mlp", x_a, host_platform)  # untrained: a prior that knows nothing of toy_a
+    prior_a, prior_b = predict(bundle.model, x_a), predict(bundle.model, x_b)
+    adapter = make_adapter("boost", bundle, OnlineSettings(boost_rounds=20))
+    np.testing.assert_array_equal(adapter.score("toy_a", x_a), prior_a)  # nothing measured: the prior alone
+    before = _accuracy(prior_a, y_a)
+    half = len(lat_a) // 2
+    adapter.observe("toy_a", x_a[:half], lat_a[:half])
+    adapter.observe("toy_a", x_a[half:], lat_a[half:])
+    after = _accuracy(adapter.score("toy_a", x_a), y_a)
+    assert after > max(before + 0.1, 0.85), (before, after)  # trees fitted the wrong way round end far below
+    np.testing.assert_array_equal(adapter.score("toy_b", x_b), prior_b)
+    np.testing.assert_array_equal(predict(bundle.model, x_a), prior_a)
+    assert adapter.updates == {"toy_a": 2}
+
+
 def test_adaptations_refuse_models_they_cannot_train(tasks, host_platform):
     x_a, _, _ = tasks["toy_a"]
     with pytest.raises(ValueError, match="boost"):
         make_adapter("moa", _bundle("xgb", x_a, host_platform))
-    with pytest.raises(ValueError, match="not a pretrained XGB"):
-        make_adapter("boost", _bundle("tenset_mlp", x_a, host_platform))
+    tcl = _bundle("tenset_mlp", x_a, host_platform)
+    tcl.model = build_model("tcl", feat_dim=8, seq_len=4, seed=0)  # reads tokens: no PerStoreFeature for trees
+    with pytest.raises(ValueError, match="PerStoreFeature"):
+        make_adapter("boost", tcl)
     with pytest.raises(ValueError, match="known"):
         make_adapter("nope", _bundle("tenset_mlp", x_a, host_platform))
 
@@ -160,3 +181,33 @@ def test_search_settings_reach_metaschedule(params, host_platform, tmp_path):
         assert strategy.eps_greedy == pytest.approx(0.25)
     with pytest.raises(ValueError, match="tune.search"):
         SearchSettings.from_params({"tune": {"search": {"populaton": 96}}})
+
+
+class _Scorer:
+    """Scores a pool by a fixed rule and records what it was shown, as an adapter's `observe` is called."""
+
+    def __init__(self, rule):
+        self.rule, self.observed = rule, []
+
+    def score(self, task, x):
+        return self.rule(x)
+
+    def observe(self, task, x, latencies):
+        self.observed.append(len(latencies))
+
+
+def test_replay_finds_the_best_program_first_with_a_perfect_scorer_and_last_with_its_sign_flipped():
+    from tcl.tvm.online.replay import replay_task
+
+    latency = np.linspace(1.0, 2.0, 16)
+    x = latency[:, None]  # the "features" are the latencies: score -x ranks perfectly
+    rng = np.random.default_rng(0)
+    perfect = _Scorer(lambda x: -x[:, 0])
+    curve = replay_task(perfect, "t", x, latency, rounds=4, batch=4, rng=rng)
+    np.testing.assert_array_equal(curve, np.ones(4))
+    assert perfect.observed == [4, 4, 4, 4]
+    flipped = replay_task(_Scorer(lambda x: x[:, 0]), "t", x, latency, rounds=4, batch=4, rng=rng)
+    assert flipped[0] < 0.6 and flipped[2] < 0.8 and flipped[3] == 1.0  # the best is the last one picked
+    ties = replay_task(_Scorer(lambda x: np.zeros(len(x))), "t", x, latency, rounds=1, batch=4,
+                       rng=np.random.default_rng(1))
+    assert 1 / 2.0 <= ties[0] < 1.0  # all scores equal: a random batch, not the first four rows

@@ -5,7 +5,8 @@ and the search modifiers that go with either.
     tcl, tenset_mlp, ckd     a registered model, frozen while tuning
     tcl_stores_joint         ... trained once on every platform's programs (tcl.train.joint)
     tcl+moa, tenset_mlp+ft   ... adapting online (tcl.tvm.online: ft, moa)
-    pretrained_xgb+boost     the registered `<prefix>-xgb-<platform>` growing per-task trees
+    pretrained_xgb+boost     the registered `<prefix>-xgb-<platform>` with per-task trees grown on its scores
+    tenset_mlp+boost         ... the same trees on top of any model on TVM's PerStoreFeature
     ...+draft                PSA drafts, the model verifies the top candidates (tcl.tvm.draft)
     ...+moses                tasks stop being measured once they settle (tcl.tvm.controller)
     <learned>+guard          per task, TVM's XGB takes over while it ranks the task better, and from the
