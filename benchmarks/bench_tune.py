@@ -49,6 +49,7 @@ from tcl.workloads.settings import WorkloadSettings  # noqa: E402
 
 # Every run tuned before rows recorded `num_trials_per_iter` used 8 trials per task per round.
 LEGACY_PER_ITER = 8
+SEARCH_KEYS = ("population", "genetic_iters")  # search settings a run's directory and the keep-check tell apart
 FIGURES = ("final_est_ms", "tuned_ms", "speedup_vs_reference", "cost_model_share", "wall_s")
 
 
@@ -94,17 +95,38 @@ def summarize(tables: dict[int, list[dict[str, Any]]], baseline: str) -> list[di
     return out
 
 
-def run_label(model: str, per_iter: int) -> str:
-    """A run's directory under <network>/seed<k>/: the model's name, and its trials per task per round
-    unless they are the legacy 8, so runs of one model with other rounds sit side by side."""
-    return model if per_iter == LEGACY_PER_ITER else f"{model}-{per_iter}per-iter"
+def search_tag(search: dict[str, Any] | None, drafted: bool = False) -> str:
+    """'-population256-genetic_iters2' for a search of other SEARCH_KEYS than MetaSchedule's defaults, '' for
+    the defaults (and for rows from before runs recorded their search). A drafting run's population is the
+    draft's (tune.draft.population), so it does not count there."""
+    from dataclasses import asdict
+
+    from tcl.tvm.tuning import SearchSettings
+
+    default = asdict(SearchSettings())
+    keys = [k for k in SEARCH_KEYS if not (drafted and k == "population")]
+    return "".join(f"-{k}{search[k]}" for k in keys if search and k in search and search[k] != default[k])
+
+
+def row_search_tag(row: dict[str, Any]) -> str:
+    """The search tag of a tuned row, from the settings it recorded."""
+    search = row.get("search") or {}
+    return search_tag(search, drafted="draft_verify" in search)
+
+
+def run_label(model: str, per_iter: int, tag: str = "") -> str:
+    """A run's directory under <network>/seed<k>/: the model's name, its trials per task per round unless
+    they are the legacy 8, and its search tag, so runs of one model with other settings sit side by side."""
+    return (model if per_iter == LEGACY_PER_ITER else f"{model}-{per_iter}per-iter") + tag
 
 
 def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int], digests: dict[str, set[str]] | None = None,
-                 per_iters: dict[str, int] | None = None) -> dict[str, tuple[dict[str, Any], list]]:
+                 per_iters: dict[str, int] | None = None, tags: dict[str, str] | None = None
+                 ) -> dict[str, tuple[dict[str, Any], list]]:
     """cost model -> (table row, curve) for every model an earlier run tuned for this (network, seed)
-    with its trial budget in `budgets`, its trials per task per round in `per_iters` and, for a learned
-    model in `digests`, with a bundle of one of those digests (a run with other weights is tuned again).
+    with its trial budget in `budgets`, its trials per task per round in `per_iters`, its search tag in
+    `tags` (none: the default search) and, for a learned model in `digests`, with a bundle of one of those
+    digests (a run with other weights is tuned again).
 
     The full benchmark takes hours here, so a seed's models are tuned one at a time, each
     into <run_dir>/<model>/: a rerun keeps what is there and a kill loses at most the model that
@@ -122,6 +144,8 @@ def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int], digests:
                 continue
             rounds = int(row.get("num_trials_per_iter", LEGACY_PER_ITER))
             if per_iters and rounds != per_iters.get(model, LEGACY_PER_ITER):
+                continue
+            if row_search_tag(row) != (tags or {}).get(model, ""):
                 continue
             if int(row["trial_budget"]) == budgets.get(model) and model in curves:
                 done.setdefault(model, (row, curves[model]))
@@ -185,9 +209,9 @@ def pin_learned_models(models: list[str], platform, params: dict[str, Any], pin_
     return pins
 
 
-def library_path(run_dir: Path, platform: str, model: str, network: str, per_iter: int) -> Path | None:
+def library_path(run_dir: Path, platform: str, model: str, network: str, per_iter: int, tag: str = "") -> Path | None:
     """The compiled library a (seed, model) run left, if it is still there (libraries are not committed)."""
-    path = run_dir / run_label(model, per_iter) / platform / model / f"{network}.so"
+    path = run_dir / run_label(model, per_iter, tag) / platform / model / f"{network}.so"
     return path if path.exists() else None
 
 
@@ -411,6 +435,14 @@ def main() -> None:
     from tcl.tvm.stage import trials_per_iter
 
     per_iters = trials_per_iter(tune, models, [m for m in models if not parse_cost_model(m).builtin])
+    from dataclasses import asdict
+
+    from tcl.tvm.draft import DraftSettings
+    from tcl.tvm.tuning import SearchSettings
+
+    drafting = DraftSettings.from_params(params).enabled
+    tags = {m: search_tag(asdict(SearchSettings.for_cost_model(params, m)), drafting or parse_cost_model(m).draft)
+            for m in models}
     bundles = {base: p["bundle_dir"] for base, p in pins.items()}
     digests = {m: weight_digests(pins[parse_cost_model(m).base]) for m in models if parse_cost_model(m).base in pins}
     summary, seed_tables, pngs = {}, {}, []
@@ -419,7 +451,7 @@ def main() -> None:
         tables, curves = {}, {}
         for seed in args.seeds:
             run_dir = out / Path(network).stem / f"seed{seed}"
-            done = tuned_models(run_dir, platform.name, budgets, digests, per_iters)
+            done = tuned_models(run_dir, platform.name, budgets, digests, per_iters, tags)
             kept = [m for m in models if m in done]
             if kept:
                 print(f"{network} seed {seed}: {', '.join(kept)} tuned by an earlier run ({run_dir}), kept")
@@ -435,15 +467,16 @@ def main() -> None:
                 run_params["seed"] = seed
                 run_params["tune"].update(network=network, cost_models=[model], trials=budgets[model],
                                           bundles=bundles)
-                run_tuning_stage(platform, run_params, run_dir / run_label(model, per_iters[model]))
-                done = tuned_models(run_dir, platform.name, budgets, digests, per_iters)
+                run_tuning_stage(platform, run_params, run_dir / run_label(model, per_iters[model], tags[model]))
+                done = tuned_models(run_dir, platform.name, budgets, digests, per_iters, tags)
             tuned = [m for m in models if m in done]
             tables[seed] = seed_table(done, tuned, baseline)
             curves[seed] = {m: done[m][1] for m in tuned}
         name = Path(network).stem
         if not tables:
             continue
-        libraries = {(seed, m): library_path(out / name / f"seed{seed}", platform.name, m, name, per_iters[m])
+        libraries = {(seed, m): library_path(out / name / f"seed{seed}", platform.name, m, name, per_iters[m],
+                                                   tags[m])
                      for seed in tables for m in curves[seed]}
         if args.retime_rounds and all(libraries.values()):
             print(f"{name}: timing {len(libraries)} compiled libraries and the reference again, "
@@ -467,8 +500,8 @@ def main() -> None:
     (out / "summary.json").write_text(json.dumps({**prov, "platform": platform.name, "seeds": seeds,
                                                   "trials": budgets, "trials_per_iter": per_iters,
                                                   "overrides": args.set,
-                                                  "search": {k: tune.get(k) for k in ("search", "draft", "controller",
-                                                                                       "guard", "online")},
+                                                  "search": {k: tune.get(k) for k in ("search", "learned_search", "draft",
+                                                                                       "controller", "guard", "online")},
                                                   "workloads": workloads,
                                                   "networks": summary, "per_seed": seed_tables}, indent=2))
     from tcl import tracking

@@ -58,11 +58,12 @@ def test_a_rerun_keeps_each_model_tuned_with_the_same_trials(bench, tmp_path):
     run = tmp_path / "seed0"
     assert bench.tuned_models(run, "p", BUDGETS) == {}  # nothing there yet
 
-    def tuned(model, row, curve_lines):
-        (run / model / "p").mkdir(parents=True)
-        (run / model / "p.json").write_text(json.dumps({model: row}))
+    def tuned(model, row, curve_lines, label=None):
+        label = label or model
+        (run / label / "p").mkdir(parents=True)
+        (run / label / "p.json").write_text(json.dumps({model: row}))
         if curve_lines is not None:
-            (run / model / "p" / "curves.csv").write_text(CURVES_HEADER + curve_lines)
+            (run / label / "p" / "curves.csv").write_text(CURVES_HEADER + curve_lines)
 
     tuned("xgb", _row("xgb", 1.0, 64), "xgb,8,1.0,1.0\n")
     tuned("random", _row("random", 1.1, None), None)
@@ -77,6 +78,17 @@ def test_a_rerun_keeps_each_model_tuned_with_the_same_trials(bench, tmp_path):
     assert bench.tuned_models(run, "p", BUDGETS, {"tcl": {"aaa"}})["tcl"][1] == [(8, 1.0, 0.8)]
     assert "tcl" in bench.tuned_models(run, "p", BUDGETS, {"tcl": {"zzz", "aaa"}})  # the same weights, re-pinned
     assert "tcl" not in bench.tuned_models(run, "p", BUDGETS, {"tcl": {"bbb"}})
+    # a learned model searched with a smaller population (tune.learned_search) is another run, in its own directory
+    small = {"population": 256, "genetic_iters": 4, "eps_greedy": 0.05}
+    assert bench.run_label("tcl", 8, bench.search_tag(small)) == "tcl-population256"
+    tuned("tcl", {**_row("tcl", 0.7, 16), "model": {"sha256": "aaa"}, "search": small}, "tcl,8,1.0,0.7\n",
+          label="tcl-population256")
+    assert bench.tuned_models(run, "p", BUDGETS, tags={"tcl": "-population256"})["tcl"][1] == [(8, 1.0, 0.7)]
+    assert bench.tuned_models(run, "p", BUDGETS)["tcl"][1] == [(8, 1.0, 0.8)]  # the default search's run
+    assert "tcl" not in bench.tuned_models(run, "p", BUDGETS, tags={"tcl": "-genetic_iters2"})
+    # drafting replaces the population: a drafted row's own population is not a search tag
+    assert bench.search_tag({"population": 2048, "genetic_iters": 4}, drafted=True) == ""
+    assert bench.row_search_tag({"search": {"population": 2048, "draft_verify": 64}}) == ""
     # one being tuned when the benchmark was killed (its table is not written yet) is not kept
     (run / "tlp" / "p").mkdir(parents=True)
     assert "tlp" not in bench.tuned_models(run, "p", BUDGETS)

@@ -183,6 +183,23 @@ def test_search_settings_reach_metaschedule(params, host_platform, tmp_path):
         SearchSettings.from_params({"tune": {"search": {"populaton": 96}}})
 
 
+def test_learned_search_replaces_the_search_for_learned_models_only():
+    from tcl.tvm.tuning import SearchSettings
+
+    params = {"tune": {"search": {"population": 512, "genetic_iters": 4},
+                       "learned_search": {"population": 128, "genetic_iters": 2}}}
+    for learned in ("tenset_mlp", "tcl+moa", "pretrained_xgb+boost+draft"):
+        s = SearchSettings.for_cost_model(params, learned)
+        assert (s.population, s.genetic_iters) == (128, 2), learned
+    for builtin in ("xgb", "random", "xgb+draft"):
+        s = SearchSettings.for_cost_model(params, builtin)
+        assert (s.population, s.genetic_iters) == (512, 4), builtin
+    assert SearchSettings.for_cost_model({"tune": {"search": {"population": 64}, "learned_search": {}}},
+                                         "tcl").population == 64
+    with pytest.raises(ValueError, match="tune.learned_search"):
+        SearchSettings.for_cost_model({"tune": {"learned_search": {"populaton": 96}}}, "tcl")
+
+
 class _Scorer:
     """Scores a pool by a fixed rule and records what it was shown, as an adapter's `observe` is called."""
 

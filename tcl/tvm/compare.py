@@ -129,7 +129,7 @@ def tune_side_by_side(network: str, platform, cost_models: dict[str, Callable[[]
                               trials=trials, work_dir=work_dir, seed=seed,
                               num_trials_per_iter=(num_trials_per_iter if isinstance(num_trials_per_iter, int)
                                                    else num_trials_per_iter[name]), runner_cfg=runner_cfg, resume=resume,
-                              search=SearchSettings.from_params(params or {}),
+                              search=SearchSettings.for_cost_model(params or {}, name),
                               controller=ControllerSettings.from_params(params or {}),
                               draft=DraftSettings.from_params(params or {}),
                               guard=GuardSettings.from_params(params or {}), params=params)

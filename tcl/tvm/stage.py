@@ -27,7 +27,8 @@ from .tuning import SearchSettings, make_builtin_cost_model
 # The `tune:` section's keys: this module reads the first eight, the settings classes the sub-blocks
 # (SearchSettings, OnlineSettings, DraftSettings, ControllerSettings, GuardSettings; psa: tcl.tvm.psa).
 TUNE_KEYS = ("platforms", "network", "cost_models", "baseline", "trials", "num_trials_per_iter",
-             "learned_trials_per_iter", "bundles", "search", "online", "draft", "controller", "guard", "psa")
+             "learned_trials_per_iter", "bundles", "search", "learned_search", "online", "draft", "controller",
+             "guard", "psa")
 
 
 def check_tune_params(params: dict[str, Any]) -> None:
