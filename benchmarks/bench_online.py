@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None) -> None:
     text = (f"# Online adaptation replayed on measured pools ({args.platform}, {args.split} split, {args.model})\n\n"
             + render(summary, args.rounds, args.batch, shown)
             + f"\nPool best / best found, mean over tasks (mean +- std over seeds {args.seeds}); each task's pool is "
-              f"its measured programs, {args.batch} revealed a round. Settings: {settings}.\n\n"
+              f"its measured programs, {args.batch} revealed a round; a seed changes the random tie-breaks and the "
+              f"baselines, the trained adapters are deterministic. Settings: {settings}.\n\n"
             + provenance_line(prov) + "\n")
     print(text)
     base = out_path(args, "reports/online/summary")
