@@ -26,10 +26,6 @@ PER_RUN = re.compile(r"/seed\d+/")   # a benchmark's per-seed, per-model run tab
 KNOWN_GAPS = {
     "reports/dataset.md": ("command", "the dataset_card stage's card; its command is the stage's, in dvc.lock "
                                       "(checked below): its writer, tcl/data/card.py, is a stage dependency"),
-    "reports/bench_tune/summary.md": ("both", "written by bench_tune.py --report-only (126e77a) before it recorded "
-                                              "its provenance, and git does not hold the command; its next "
-                                              "--report-only run writes both"),
-    "reports/bench_tune/summary.json": ("both", "the same run as summary.md"),
 }
 
 
