@@ -12,8 +12,8 @@ pulled data), and:
       model with its `champion` alias (a screenshot is kept next to the DOM);
   (b) `python -m flows.tune --network <a .pt2 of tests/tiny_net.py> --trials 16` builds a library
       that loads with `tvm.runtime.load_module` and matches PyTorch; it tunes with the `tcl`
-      cost model only (a params file differing in `tune.cost_models`, and in `tune.search` as every
-      test that tunes: conftest.TINY_SEARCH): that is the model the rebuilt registry serves, and the
+      cost model only (a params file differing in `tune.cost_models`, and in `tune.search` and
+      `tune.learned_search` as every test that tunes: conftest.TINY_SEARCH): that is the model the rebuilt registry serves, and the
       built-in ones would quadruple the runtime;
   (c) `tcl.tvm.cost_model.cost_model("models:/tcl-tcl-<platform>@champion")` loads, for the
       platform whose model the tune flow picked for this CPU.
@@ -106,6 +106,7 @@ def test_a_fresh_clone_rebuilds_the_registry_and_tunes_a_user_network(tmp_path, 
     params = yaml.safe_load((clone / "params.yaml").read_text())
     params["tune"]["cost_models"] = ["tcl"]
     params["tune"]["search"].update(TINY_SEARCH)
+    params["tune"]["learned_search"] = dict(TINY_SEARCH)  # the learned models' own search, as small
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     _run([sys.executable, "-m", "flows.tune", "--platform", P, "--params", str(tmp_path / "params.yaml"),
           "--network", str(network), "--trials", "16"], clone, env)

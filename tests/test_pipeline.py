@@ -39,7 +39,7 @@ TINY = {
     "transfer": {"order": [P1, P2], "rate": 0.5, "sampler": "random", "cl_epochs": 1, "kd_epochs": 1,
                  "threads": 1},
     "tune": {"platforms": [P1], "network": "tiny_cnn", "cost_models": ["xgb", "tcl", "tenset_mlp", "tcl_stores_joint"],
-             "trials": 16, "num_trials_per_iter": 4, "search": TINY_SEARCH},
+             "trials": 16, "num_trials_per_iter": 4, "search": TINY_SEARCH, "learned_search": TINY_SEARCH},
 }
 
 
