@@ -26,7 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._out import REPO, add_out_args, out_path, provenance, provenance_line  # noqa: E402
-from tcl.config import load_params  # noqa: E402
+from tcl.config import apply_overrides, load_params  # noqa: E402
 from tcl.data.store import atomic_write_bytes  # noqa: E402
 
 BASELINES = ("scratch", "random")
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--min-programs", type=int, default=32)
     ap.add_argument("--scratch-rounds", type=int, default=50, help="trees of the from-scratch baseline")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="a tune.online setting for this run, e.g. --set boost_rounds=20 (repeatable)")
+                    help="a params key for this run, e.g. --set tune.online.boost_rounds=20 (repeatable)")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     add_out_args(ap, "reports/online/summary")
     args = ap.parse_args(argv)
@@ -110,13 +110,11 @@ def main(argv: list[str] | None = None) -> None:
     from tcl.tvm.online import OnlineSettings
     from tcl.tvm.online.replay import replay_split
 
-    params = load_params(args.params)
+    try:
+        params = apply_overrides(load_params(args.params), args.set)
+    except ValueError as e:
+        raise SystemExit(str(e)) from e
     settings = OnlineSettings.from_params(params)
-    for item in args.set:
-        key, _, value = item.partition("=")
-        if key not in settings.__dataclass_fields__:
-            raise SystemExit(f"--set {item!r}: not a tune.online setting ({sorted(settings.__dataclass_fields__)})")
-        settings = replace(settings, **{key: type(getattr(settings, key))(value)})
     bundle_dir = REPO / "models" / args.platform / args.model
     if not (bundle_dir / "bundle.json").exists():
         raise SystemExit(f"{bundle_dir}: no trained bundle (dvc pull, or dvc repro train@{args.platform})")
