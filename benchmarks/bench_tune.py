@@ -32,6 +32,7 @@ import csv
 import json
 import math
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +100,6 @@ def search_tag(search: dict[str, Any] | None, drafted: bool = False) -> str:
     """'-population256-genetic_iters2' for a search of other SEARCH_KEYS than MetaSchedule's defaults, '' for
     the defaults (and for rows from before runs recorded their search). A drafting run's population is the
     draft's (tune.draft.population), so it does not count there."""
-    from dataclasses import asdict
-
     from tcl.tvm.tuning import SearchSettings
 
     default = asdict(SearchSettings())
@@ -120,13 +119,23 @@ def run_label(model: str, per_iter: int, tag: str = "") -> str:
     return (model if per_iter == LEGACY_PER_ITER else f"{model}-{per_iter}per-iter") + tag
 
 
+def search_label(model: str, row: dict[str, Any]) -> str:
+    """A row's name where runs of one model with other searches are reported side by side
+    ('tenset_mlp [search 512x4]'); runs from before stop 39 recorded no search: TVM's defaults."""
+    from tcl.tvm.tuning import SearchSettings
+
+    search = {**asdict(SearchSettings()), **(row.get("search") or {})}
+    return f"{model} [search {search['population']}x{search['genetic_iters']}]"
+
+
 def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int], digests: dict[str, set[str]] | None = None,
-                 per_iters: dict[str, int] | None = None, tags: dict[str, str] | None = None
-                 ) -> dict[str, tuple[dict[str, Any], list]]:
+                 per_iters: dict[str, int] | None = None, tags: dict[str, str] | None = None,
+                 every_search: bool = False) -> dict[str, tuple[dict[str, Any], list]]:
     """cost model -> (table row, curve) for every model an earlier run tuned for this (network, seed)
     with its trial budget in `budgets`, its trials per task per round in `per_iters`, its search tag in
     `tags` (none: the default search) and, for a learned model in `digests`, with a bundle of one of those
-    digests (a run with other weights is tuned again).
+    digests (a run with other weights is tuned again). `every_search` keeps the runs of other search tags
+    too, each under its `search_label` (the report's own row, next to the model's current search).
 
     The full benchmark takes hours here, so a seed's models are tuned one at a time, each
     into <run_dir>/<model>/: a rerun keeps what is there and a kill loses at most the model that
@@ -145,10 +154,13 @@ def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int], digests:
             rounds = int(row.get("num_trials_per_iter", LEGACY_PER_ITER))
             if per_iters and rounds != per_iters.get(model, LEGACY_PER_ITER):
                 continue
+            key = model
             if row_search_tag(row) != (tags or {}).get(model, ""):
-                continue
+                if not every_search:
+                    continue
+                key = search_label(model, row)
             if int(row["trial_budget"]) == budgets.get(model) and model in curves:
-                done.setdefault(model, (row, curves[model]))
+                done.setdefault(key, ({**row, "cost_model": key}, curves[model]))
     return done
 
 
@@ -401,6 +413,9 @@ def main() -> None:
     ap.add_argument("--models", nargs="+")
     ap.add_argument("--report-only", action="store_true",
                     help="tune nothing: report the seeds whose every model an earlier run tuned")
+    ap.add_argument("--every-search", action="store_true",
+                    help="with --report-only and --retime-rounds 0: also report each model's runs with other search "
+                         "settings than params.yaml's, as rows of their own ('tenset_mlp [search 512x4]')")
     ap.add_argument("--retime-rounds", type=int, default=3,
                     help="time every compiled library and the reference again, back to back (0: keep the runs' own)")
     ap.add_argument("--out", default="reports/bench_tune")
@@ -409,6 +424,8 @@ def main() -> None:
                     help="run on this one core: search, builds and measurements (one process per core, each "
                          "with its own seeds, splits a long benchmark without two runs timing on one core)")
     args = ap.parse_args()
+    if args.every_search and not (args.report_only and args.retime_rounds == 0):
+        ap.error("--every-search reports finished runs: it needs --report-only and --retime-rounds 0")
     params = apply_overrides(load_params(args.params), args.set)
     if args.cpu is not None:
         from tcl.collect.measure import pin_to_cpus
@@ -435,8 +452,6 @@ def main() -> None:
     from tcl.tvm.stage import trials_per_iter
 
     per_iters = trials_per_iter(tune, models, [m for m in models if not parse_cost_model(m).builtin])
-    from dataclasses import asdict
-
     from tcl.tvm.draft import DraftSettings
     from tcl.tvm.tuning import SearchSettings
 
@@ -451,11 +466,11 @@ def main() -> None:
         tables, curves = {}, {}
         for seed in args.seeds:
             run_dir = out / Path(network).stem / f"seed{seed}"
-            done = tuned_models(run_dir, platform.name, budgets, digests, per_iters, tags)
+            done = tuned_models(run_dir, platform.name, budgets, digests, per_iters, tags, args.every_search)
             kept = [m for m in models if m in done]
             if kept:
                 print(f"{network} seed {seed}: {', '.join(kept)} tuned by an earlier run ({run_dir}), kept")
-            missing = [m for m in models if m not in done]
+            missing = [m for m in models if m not in done and not any(k.startswith(f"{m} [") for k in done)]
             if args.report_only and baseline not in done:
                 print(f"{network} seed {seed}: {baseline} not tuned yet, seed left out of the report")
                 continue
@@ -469,7 +484,7 @@ def main() -> None:
                                           bundles=bundles)
                 run_tuning_stage(platform, run_params, run_dir / run_label(model, per_iters[model], tags[model]))
                 done = tuned_models(run_dir, platform.name, budgets, digests, per_iters, tags)
-            tuned = [m for m in models if m in done]
+            tuned = [m for m in models if m in done] + sorted(k for k in done if k not in models)
             tables[seed] = seed_table(done, tuned, baseline)
             curves[seed] = {m: done[m][1] for m in tuned}
         name = Path(network).stem
@@ -477,7 +492,7 @@ def main() -> None:
             continue
         libraries = {(seed, m): library_path(out / name / f"seed{seed}", platform.name, m, name, per_iters[m],
                                                    tags[m])
-                     for seed in tables for m in curves[seed]}
+                     for seed in tables for m in curves[seed]} if args.retime_rounds else {}
         if args.retime_rounds and all(libraries.values()):
             print(f"{name}: timing {len(libraries)} compiled libraries and the reference again, "
                   f"interleaved, {args.retime_rounds} rounds")

@@ -86,6 +86,10 @@ def test_a_rerun_keeps_each_model_tuned_with_the_same_trials(bench, tmp_path):
     assert bench.tuned_models(run, "p", BUDGETS, tags={"tcl": "-population256"})["tcl"][1] == [(8, 1.0, 0.7)]
     assert bench.tuned_models(run, "p", BUDGETS)["tcl"][1] == [(8, 1.0, 0.8)]  # the default search's run
     assert "tcl" not in bench.tuned_models(run, "p", BUDGETS, tags={"tcl": "-genetic_iters2"})
+    # --every-search: both runs of tcl, the one of another search under a row name of its own
+    both = bench.tuned_models(run, "p", BUDGETS, tags={"tcl": "-population256"}, every_search=True)
+    assert both["tcl"][1] == [(8, 1.0, 0.7)] and both["tcl [search 512x4]"][1] == [(8, 1.0, 0.8)]
+    assert both["tcl [search 512x4]"][0]["cost_model"] == "tcl [search 512x4]"  # the report groups rows by it
     # drafting replaces the population: a drafted row's own population is not a search tag
     assert bench.search_tag({"population": 2048, "genetic_iters": 4}, drafted=True) == ""
     assert bench.row_search_tag({"search": {"population": 2048, "draft_verify": 64}}) == ""
