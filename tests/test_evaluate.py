@@ -141,3 +141,22 @@ def test_a_learning_curve_cell_trained_with_another_recipe_is_trained_again(tmp_
     assert not is_current(cell, cell_recipe(changed, "tcl_stores", epochs=8)), "another depth: stale"
     assert not is_current(cell, cell_recipe(params, "tcl_stores", epochs=3)), "other epochs: stale"
     assert cell_recipe(params, "tenset_mlp", epochs=8) != recipe, "each model its own recipe"
+
+
+def test_a_learning_curve_rising_more_than_its_seed_spread_is_limited_by_data():
+    from benchmarks.bench_learning_curve import doubling, verdict
+
+    def curve(model, top1_by_fraction, seed_std):
+        return [{"model": model, "axis": "tasks", "fraction": f, "top1": v, "top1_seed_std": seed_std}
+                for f, v in top1_by_fraction.items()]
+
+    # 38% and 100% only (no 50% point): the last gain is taken per doubling between the two fractions
+    rising = doubling(curve("tcl", {0.376: 0.41, 1.0: 0.53}, 0.02), "top1")[("tcl", "tasks")]
+    assert rising["last"] == pytest.approx(0.12 / np.log2(1 / 0.376))
+    assert verdict(rising) == "data (still rising)"
+    flat = doubling(curve("mlp", {0.25: 0.60, 0.5: 0.62, 1.0: 0.63}, 0.02), "top1")[("mlp", "tasks")]
+    assert flat["last"] == pytest.approx(0.01) and verdict(flat) == "model (flat within seed noise)"
+    deterministic = doubling(curve("xgb", {0.376: 0.624, 1.0: 0.635}, 0.0), "top1")[("xgb", "tasks")]
+    assert verdict(deterministic) == "model (flat within seed noise)", "no seed spread: a gain of 0.008 is flat"
+    falling = doubling(curve("tlp", {0.5: 0.60, 1.0: 0.50}, 0.0), "top1")[("tlp", "tasks")]
+    assert verdict(falling) == "model (flat within seed noise)", "a sign flip of the gain is not data-limited"
