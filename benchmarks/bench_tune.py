@@ -50,7 +50,7 @@ from tcl.workloads.settings import WorkloadSettings  # noqa: E402
 
 # Every run tuned before rows recorded `num_trials_per_iter` used 8 trials per task per round.
 LEGACY_PER_ITER = 8
-SEARCH_KEYS = ("population", "genetic_iters")  # search settings a run's directory and the keep-check tell apart
+SEARCH_KEYS = ("population", "genetic_iters", "wide_batches")  # search settings a run's directory and the keep-check tell apart
 FIGURES = ("final_est_ms", "tuned_ms", "speedup_vs_reference", "cost_model_share", "wall_s")
 
 
@@ -125,7 +125,8 @@ def search_label(model: str, row: dict[str, Any]) -> str:
     from tcl.tvm.tuning import SearchSettings
 
     search = {**asdict(SearchSettings()), **(row.get("search") or {})}
-    return f"{model} [search {search['population']}x{search['genetic_iters']}]"
+    wide = f", the first {search['wide_batches']} wide" if search.get("wide_batches") else ""
+    return f"{model} [search {search['population']}x{search['genetic_iters']}{wide}]"
 
 
 def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int], digests: dict[str, set[str]] | None = None,

@@ -67,6 +67,26 @@ def test_controller_ends_settled_tasks_under_the_gradient_scheduler(tiny_cnn, ho
     assert result.settings["controller"]["cv_threshold"] == 1e9
 
 
+
+@pytest.mark.slow
+def test_a_wide_first_batch_runs_under_the_gradient_scheduler_without_measuring_a_program_twice(
+        tiny_cnn, host_platform, measurer, tmp_path):
+    from tvm.s_tir import meta_schedule as ms
+
+    from tcl.tvm.tuning import SearchSettings, tune_network
+
+    search = SearchSettings(population=16, genetic_iters=1, wide_batches=1,
+                            wide=SearchSettings(population=48, genetic_iters=1))
+    result = tune_network(tiny_cnn, host_platform, network="tiny_cnn", cost_model=ms.cost_model.RandomModel(seed=0),
+                          cost_model_name="random", trials=32, work_dir=tmp_path / "wide", num_trials_per_iter=4,
+                          progress=False, measurer=measurer, search=search)
+    assert result.trials >= 24 and math.isfinite(result.final_estimate)
+    assert result.settings["wide_batches"] == 1 and result.settings["wide"]["population"] == 48
+    traces: dict[str, list[str]] = {}
+    for record in result.database.get_all_tuning_records():
+        traces.setdefault(str(record.workload.mod), []).append(str(record.trace))
+    assert all(len(t) == len(set(t)) for t in traces.values()), "a program measured twice in one task"
+
 def test_draft_verifies_only_psa_top_candidates(params, host_platform):
     import numpy as np
     from tvm.s_tir import meta_schedule as ms
@@ -126,3 +146,98 @@ def test_names_carry_search_modifiers():
     with pytest.raises(ValueError, match=r"no cost model is called 'tlc'.*'tenset_mlp'"):
         parse_cost_model("tlc+moa")
     assert parse_cost_model("ckd").registered == "ckd" and parse_cost_model("pretrained_xgb").registered == "xgb"
+
+
+def _matmul_context(seed: int = 0):
+    """A 16x16 matmul's TuneContext, its design spaces and an empty database (search only: nothing is measured)."""
+    import tvm
+    from tvm import te
+    from tvm.s_tir import meta_schedule as ms
+
+    a, b = te.placeholder((16, 16), name="A"), te.placeholder((16, 16), name="B")
+    k = te.reduce_axis((0, 16), name="k")
+    c = te.compute((16, 16), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    mod = tvm.IRModule({"main": te.create_prim_func([a, b, c])})
+    ctx = ms.TuneContext(mod=mod, target=tvm.target.Target({"kind": "llvm", "num-cores": 1}),
+                         space_generator="post-order-apply", search_strategy="evolutionary",
+                         task_name="matmul16", rand_state=seed, num_threads=1)
+    return ctx, ctx.space_generator.generate_design_space(mod), ms.database.MemoryDatabase()
+
+
+class _Replay:
+    """A stand-in narrow search that always proposes the same candidates (counts how often it was asked)."""
+
+    def __init__(self, candidates):
+        self.candidates, self.asked, self.notified = list(candidates), 0, 0
+
+    def _initialize_with_tune_context(self, context):
+        pass
+
+    def pre_tuning(self, *args):
+        pass
+
+    def post_tuning(self):
+        pass
+
+    def generate_measure_candidates(self):
+        self.asked += 1
+        return self.candidates
+
+    def notify_runner_results(self, candidates, results):
+        self.notified += 1
+
+
+def test_wide_start_searches_wide_first_then_narrow_and_never_sends_a_program_twice():
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.utils import shash2hex
+
+    from tcl.tvm.widestart import RETRIES, WideStartSearch
+
+    ctx, spaces, db = _matmul_context()
+    cost_model = ms.cost_model.RandomModel(seed=1)
+    wide = ms.search_strategy.EvolutionarySearch(population_size=32, genetic_num_iters=1)
+    other = ms.search_strategy.EvolutionarySearch(population_size=32, genetic_num_iters=1)
+    other._initialize_with_tune_context(ctx)
+    other.pre_tuning(64, 4, spaces, db, cost_model)
+    narrow = _Replay([])
+    search = WideStartSearch(wide, narrow, wide_batches=1)
+    search._initialize_with_tune_context(ctx)
+    search.pre_tuning(64, 4, spaces, db, cost_model)
+    batch1 = list(search.generate_measure_candidates())
+    assert narrow.asked == 0 and len(batch1) == 4, "the first batch is the wide search's"
+    results = [ms.runner.RunnerResult(run_secs=[1e-3], error_msg=None) for _ in batch1]
+    search.notify_runner_results(batch1, results)
+    assert narrow.notified == 1, "the narrow search counts the wide batch's trials too"
+    sent = {shash2hex(c.sch.mod) for c in batch1}
+    fresh = [c for c in other.generate_measure_candidates() if shash2hex(c.sch.mod) not in sent]
+    assert fresh
+    narrow.candidates = batch1[:2] + fresh  # proposes two programs the wide search already sent
+    sent = {shash2hex(c.sch.mod) for c in batch1}
+    batch2 = list(search.generate_measure_candidates())
+    assert narrow.asked == 1
+    assert [shash2hex(c.sch.mod) for c in batch2] == [shash2hex(c.sch.mod) for c in fresh], \
+        "the narrow batch without what the wide one sent"
+    search.notify_runner_results(batch2, results[:len(batch2)])
+    assert search.generate_measure_candidates() is None, "nothing new left: the task ends"
+    assert narrow.asked == 1 + RETRIES
+    search.post_tuning()
+    other.post_tuning()
+
+
+def test_learned_search_can_keep_the_wide_search_for_a_tasks_first_batches():
+    from tcl.tvm.tuning import SearchSettings
+    from tcl.tvm.widestart import WideStartSearch
+
+    params = {"tune": {"search": {"population": 512, "genetic_iters": 4},
+                       "learned_search": {"population": 256, "genetic_iters": 2, "wide_batches": 1}}}
+    learned = SearchSettings.for_cost_model(params, "tenset_mlp")
+    assert (learned.population, learned.wide_batches) == (256, 1)
+    assert (learned.wide.population, learned.wide.genetic_iters, learned.wide.wide_batches) == (512, 4, 0)
+    strategy = learned.strategy()
+    assert isinstance(strategy, WideStartSearch) and strategy.wide_batches == 1
+    assert (strategy.wide.population_size, strategy.narrow.population_size) == (512, 256)
+    assert SearchSettings.for_cost_model(params, "xgb").wide is None, "TVM's xgb keeps tune.search"
+    assert not isinstance(SearchSettings.for_cost_model({"tune": {"learned_search": {"population": 256}}},
+                                                        "tcl").strategy(), WideStartSearch)
+    with pytest.raises(ValueError, match="learned_search"):
+        SearchSettings.from_params({"tune": {"search": {"wide_batches": 1}}})

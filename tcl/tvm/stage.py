@@ -121,7 +121,8 @@ def run_tuning_stage(platform: Platform, params: dict[str, Any], out_dir: str | 
         tracking.log_params({"network": network, "platform": platform.name, "trials": cfg["trials"],
                              "num_trials_per_iter": cfg["num_trials_per_iter"], "seed": params.get("seed", 0),
                              "cost_models": ",".join(factories),
-                             **{f"search.{k}": v for k, v in vars(SearchSettings.from_params(params)).items()},
+                             **{f"search.{k}": v for k, v in vars(SearchSettings.from_params(params)).items()
+                                if k not in ("wide", "wide_batches")},  # learned_search's keys
                              **{f"online.{k}": v for k, v in vars(OnlineSettings.from_params(params)).items()}})
 
         def track(run: ModelRun) -> None:

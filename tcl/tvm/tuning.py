@@ -76,6 +76,13 @@ class SearchSettings:
     eps_greedy: float = 0.05         # share of each batch picked at random instead of by the model
     init_measured_ratio: float = 0.2  # share of the first population taken from measured programs
     mutate_prob: float = 0.85
+    wide_batches: int = 0            # tune.learned_search only: a task's first batches search with `wide`
+    wide: "SearchSettings | None" = None  # (tune.search's settings; tcl.tvm.widestart)
+
+    def __post_init__(self):
+        if self.wide_batches and self.wide is None:
+            raise ValueError("wide_batches is a tune.learned_search key: the learned models' first batches "
+                             "search with tune.search's settings")
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "SearchSettings":
@@ -84,23 +91,31 @@ class SearchSettings:
     @classmethod
     def for_cost_model(cls, params: dict[str, Any], name: str) -> "SearchSettings":
         """`tune.search` for `name`, with `tune.learned_search`'s keys in place for a learned model: a model
-        that already ranks programs may find a task's good ones with a smaller search (less time a round)."""
+        that already ranks programs may find a task's good ones with a smaller search (less time a round),
+        after `wide_batches` batches of tune.search's own while it has no measurement of the task."""
         tune = params.get("tune") or {}
         base = dict(tune.get("search") or {})
-        if tune.get("learned_search") and not parse_cost_model(name, known_base=False).builtin:
-            check_keys(dict(tune["learned_search"]), [f.name for f in dataclasses.fields(cls)], "tune.learned_search")
-            base.update(tune["learned_search"])
-        return settings_from(cls, base, "tune.search")
+        learned = dict(tune.get("learned_search") or {})
+        if not learned or parse_cost_model(name, known_base=False).builtin:
+            return settings_from(cls, base, "tune.search")
+        check_keys(learned, [f.name for f in dataclasses.fields(cls) if f.name != "wide"], "tune.learned_search")
+        wide = settings_from(cls, base, "tune.search") if learned.get("wide_batches") else None
+        return settings_from(cls, {**base, **learned, "wide": wide}, "tune.learned_search")
 
     def strategy(self, controller=None, stopped: list | None = None):
-        """A MetaSchedule EvolutionarySearch; each TuneContext gets a clone of it. With `controller`
-        (tcl.tvm.controller.ControllerSettings) a task stops once it settles; its name goes to `stopped`."""
+        """A MetaSchedule EvolutionarySearch (after `wide_batches` batches of the `wide` one); each TuneContext
+        gets a clone of it. With `controller` (tcl.tvm.controller.ControllerSettings) a task stops once it
+        settles; its name goes to `stopped`."""
         from tvm.s_tir import meta_schedule as ms
 
         search = ms.search_strategy.EvolutionarySearch(
             population_size=self.population, init_measured_ratio=self.init_measured_ratio,
             genetic_num_iters=self.genetic_iters, genetic_mutate_prob=self.mutate_prob,
             eps_greedy=self.eps_greedy)
+        if self.wide_batches:
+            from .widestart import WideStartSearch
+
+            search = WideStartSearch(self.wide.strategy(), search, self.wide_batches)
         if controller is None:
             return search
         from .controller import SettlingSearch
