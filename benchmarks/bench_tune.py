@@ -50,7 +50,8 @@ from tcl.workloads.settings import WorkloadSettings  # noqa: E402
 
 # Every run tuned before rows recorded `num_trials_per_iter` used 8 trials per task per round.
 LEGACY_PER_ITER = 8
-SEARCH_KEYS = ("population", "genetic_iters", "wide_batches")  # search settings a run's directory and the keep-check tell apart
+# search settings a run's directory and the keep-check tell apart
+SEARCH_KEYS = ("population", "genetic_iters", "wide_batches")
 FIGURES = ("final_est_ms", "tuned_ms", "speedup_vs_reference", "cost_model_share", "wall_s")
 
 
