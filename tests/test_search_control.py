@@ -151,17 +151,15 @@ def test_names_carry_search_modifiers():
 def _matmul_context(seed: int = 0):
     """A 16x16 matmul's TuneContext, its design spaces and an empty database (search only: nothing is measured)."""
     import tvm
-    from tvm import te
     from tvm.s_tir import meta_schedule as ms
 
-    a, b = te.placeholder((16, 16), name="A"), te.placeholder((16, 16), name="B")
-    k = te.reduce_axis((0, 16), name="k")
-    c = te.compute((16, 16), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
-    mod = tvm.IRModule({"main": te.create_prim_func([a, b, c])})
-    ctx = ms.TuneContext(mod=mod, target=tvm.target.Target({"kind": "llvm", "num-cores": 1}),
+    from conftest import toy_matmul_task
+
+    task = toy_matmul_task(16)
+    ctx = ms.TuneContext(mod=task.mod, target=tvm.target.Target({"kind": "llvm", "num-cores": 1}),
                          space_generator="post-order-apply", search_strategy="evolutionary",
-                         task_name="matmul16", rand_state=seed, num_threads=1)
-    return ctx, ctx.space_generator.generate_design_space(mod), ms.database.MemoryDatabase()
+                         task_name=task.name, rand_state=seed, num_threads=1)
+    return ctx, ctx.space_generator.generate_design_space(task.mod), ms.database.MemoryDatabase()
 
 
 class _Replay:
