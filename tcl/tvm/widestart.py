@@ -52,10 +52,11 @@ class WideStartSearch(PySearchStrategy):
             candidates = inner.generate_measure_candidates()
             if candidates is None:
                 return None
-            fresh = [c for c in candidates if shash2hex(c.sch.mod) not in self.sent]
+            keys = [shash2hex(c.sch.mod) for c in candidates]
+            fresh = [(key, c) for key, c in zip(keys, candidates) if key not in self.sent]
             if fresh or not candidates:
-                self.sent.update(shash2hex(c.sch.mod) for c in fresh)
-                return fresh
+                self.sent.update(key for key, _ in fresh)
+                return [c for _, c in fresh]
         return None  # the narrow search only finds what was measured: the task is done
 
     def notify_runner_results(self, measure_candidates, results) -> None:
