@@ -1,0 +1,99 @@
+"""Pinned benchmark models against the registry's models of today, on today's held-out test split.
+
+A tuning benchmark pins its learned models once (`bench_tune.py --pin-dir`) so every seed tunes
+with the same weights; the knowledge base grows meanwhile. Whether a re-pin is worth new tuning
+runs is an offline question first: this scores each pinned bundle and the train stage's bundle of
+the same model (`models/<platform>/<model>`) on the same test programs (TCL eq. 12 and the mean
+per task, with their bootstrap intervals, tcl.train.evaluate). Only PerStoreFeature models
+(pretrained XGB, Tenset-MLP): their input does not depend on a fitted tokenizer.
+
+    taskset -c 0 python benchmarks/eval_pins.py --platform zen4-avx512-1c \
+        --pin-dirs reports/bench_tune/models reports/bench_tune_kb2/models --update-report
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks._out import add_out_args, out_path, provenance, provenance_line  # noqa: E402
+
+REPORT = "reports/bench_tune_kb2/pins.md"
+REGISTERED = {"pretrained_xgb": "xgb", "tenset_mlp": "tenset_mlp"}  # pin name -> train stage's model
+FIGURES = ("top1_ratio_of_sums", "top1_mean_per_task", "top5_ratio_of_sums", "pairwise_accuracy")
+
+
+def fit_width(x: np.ndarray, width: int) -> np.ndarray:
+    """PerStoreFeature rows padded with zeros (or cut) to the store count a bundle was trained with."""
+    if x.shape[1] < width:
+        x = np.concatenate([x, np.zeros((x.shape[0], width - x.shape[1], x.shape[2]), x.dtype)], axis=1)
+    return x[:, :width]
+
+
+def score_bundle(bundle_dir: Path, test: dict) -> dict:
+    from tcl.config import load_params
+    from tcl.models.base import predict
+    from tcl.models.bundle import ModelBundle
+    from tcl.train.evaluate import EvalSettings, ranking_metrics
+
+    bundle = ModelBundle.load(bundle_dir)
+    x = fit_width(test["x"], bundle.featurizer.feature_shape[0])
+    m = ranking_metrics(test, predict(bundle.model, x), ks=(1, 5), settings=EvalSettings.from_params(load_params()))
+    pin = bundle_dir / "pin.json"
+    return {"bundle": str(bundle_dir), "train_rows": bundle.meta.get("train_rows"),
+            "data_version": json.loads(pin.read_text()).get("data_version") if pin.exists() else "today",
+            **{k: m[k] for k in m if k.startswith(FIGURES)}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--platform", default="zen4-avx512-1c")
+    ap.add_argument("--pin-dirs", nargs="+", required=True)
+    ap.add_argument("--features-dir", default=None, help="default data/features/<platform>")
+    add_out_args(ap, REPORT)
+    args = ap.parse_args()
+
+    from tcl.config import load_params
+    from tcl.features.dataset import load_split
+    from tcl.train.inputs import model_inputs
+
+    params = load_params()
+    features = Path(args.features_dir or f"data/features/{args.platform}")
+    raw = load_split(features, "test")
+    rows = []
+    for pin_name, trained in REGISTERED.items():
+        test = model_inputs(trained, args.platform, params, features, {"test": raw})[0]["test"]
+        candidates = [("today", REPO / "models" / args.platform / trained)]
+        candidates += [(d, Path(d) / pin_name) for d in args.pin_dirs]
+        for label, bundle_dir in candidates:
+            if (bundle_dir / "bundle.json").exists():
+                rows.append({"model": pin_name, "source": label, **score_bundle(bundle_dir, test)})
+                print(rows[-1], flush=True)
+
+    def cell(r, k):
+        return f"{r[k]:.3f} [{r[k + '_ci_low']:.3f}, {r[k + '_ci_high']:.3f}]" if k + "_ci_low" in r else f"{r[k]:.3f}"
+
+    lines = [f"# Pinned models against today's, {args.platform} held-out test split "
+             f"({len(set(raw['task_key'].tolist()))} tasks, {len(raw['task_key'])} programs)", "",
+             "| model | bundle | training programs | data version | " + " | ".join(FIGURES) + " |",
+             "|---|---|---|---|" + "---|" * len(FIGURES)]
+    lines += [f"| {r['model']} | {r['source']} | {r['train_rows']} | {r['data_version']} | "
+              + " | ".join(cell(r, k) for k in FIGURES) + " |" for r in rows]
+    prov = provenance(__file__)
+    lines += ["", provenance_line(prov)]
+    out = out_path(args, REPORT)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines) + "\n")
+    out.with_suffix(".json").write_text(json.dumps({"rows": rows, "provenance": prov}, indent=2))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
