@@ -91,7 +91,7 @@ def main() -> None:
     out = out_path(args, REPORT)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
-    out.with_suffix(".json").write_text(json.dumps({"rows": rows, "provenance": prov}, indent=2))
+    out.with_suffix(".json").write_text(json.dumps({**prov, "rows": rows}, indent=2))
     print("\n".join(lines))
 
 
