@@ -18,7 +18,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -26,29 +25,22 @@ sys.path.insert(0, str(REPO))
 from benchmarks._out import add_out_args, out_path, provenance, provenance_line  # noqa: E402
 
 REPORT = "reports/bench_tune_kb2/pins.md"
-REGISTERED = {"pretrained_xgb": "xgb", "tenset_mlp": "tenset_mlp"}  # pin name -> train stage's model
+PINNED = ("pretrained_xgb", "tenset_mlp")  # tuning names (tcl.tvm.names): the pin directories' names
 FIGURES = ("top1_ratio_of_sums", "top1_mean_per_task", "top5_ratio_of_sums", "pairwise_accuracy")
 
 
-def fit_width(x: np.ndarray, width: int) -> np.ndarray:
-    """PerStoreFeature rows padded with zeros (or cut) to the store count a bundle was trained with."""
-    if x.shape[1] < width:
-        x = np.concatenate([x, np.zeros((x.shape[0], width - x.shape[1], x.shape[2]), x.dtype)], axis=1)
-    return x[:, :width]
-
-
-def score_bundle(bundle_dir: Path, test: dict) -> dict:
-    from tcl.config import load_params
+def score_bundle(bundle_dir: Path, test: dict, settings, data_version: str) -> dict:
+    """`bundle_dir`'s figures on `test`; `data_version` is the bundle's unless its pin names one. Any store
+    count fits: both models sum over stores and the padding rows are zeros (tcl.features.per_store)."""
     from tcl.models.base import predict
     from tcl.models.bundle import ModelBundle
-    from tcl.train.evaluate import EvalSettings, ranking_metrics
+    from tcl.train.evaluate import ranking_metrics
 
     bundle = ModelBundle.load(bundle_dir)
-    x = fit_width(test["x"], bundle.featurizer.feature_shape[0])
-    m = ranking_metrics(test, predict(bundle.model, x), ks=(1, 5), settings=EvalSettings.from_params(load_params()))
+    m = ranking_metrics(test, predict(bundle.model, test["x"]), ks=(1, 5), settings=settings)
     pin = bundle_dir / "pin.json"
     return {"bundle": str(bundle_dir), "train_rows": bundle.meta.get("train_rows"),
-            "data_version": json.loads(pin.read_text()).get("data_version") if pin.exists() else "today",
+            "data_version": json.loads(pin.read_text()).get("data_version") if pin.exists() else data_version,
             **{k: m[k] for k in m if k.startswith(FIGURES)}}
 
 
@@ -62,19 +54,24 @@ def main() -> None:
 
     from tcl.config import load_params
     from tcl.features.dataset import load_split
+    from tcl.train.evaluate import EvalSettings
     from tcl.train.inputs import model_inputs
+    from tcl.tvm.names import REGISTERED_AS
 
     params = load_params()
+    settings = EvalSettings.from_params(params)
+    prov = provenance(__file__)
     features = Path(args.features_dir or f"data/features/{args.platform}")
     raw = load_split(features, "test")
     rows = []
-    for pin_name, trained in REGISTERED.items():
+    for pin_name in PINNED:
+        trained = REGISTERED_AS.get(pin_name, pin_name)  # the train stage's name of the model
         test = model_inputs(trained, args.platform, params, features, {"test": raw})[0]["test"]
         candidates = [("today", REPO / "models" / args.platform / trained)]
         candidates += [(d, Path(d) / pin_name) for d in args.pin_dirs]
         for label, bundle_dir in candidates:
             if (bundle_dir / "bundle.json").exists():
-                rows.append({"model": pin_name, "source": label, **score_bundle(bundle_dir, test)})
+                rows.append({"model": pin_name, "source": label, **score_bundle(bundle_dir, test, settings, prov["data_version"])})
                 print(rows[-1], flush=True)
 
     def cell(r, k):
@@ -86,7 +83,6 @@ def main() -> None:
              "|---|---|---|---|" + "---|" * len(FIGURES)]
     lines += [f"| {r['model']} | {r['source']} | {r['train_rows']} | {r['data_version']} | "
               + " | ".join(cell(r, k) for k in FIGURES) + " |" for r in rows]
-    prov = provenance(__file__)
     lines += ["", provenance_line(prov)]
     out = out_path(args, REPORT)
     out.parent.mkdir(parents=True, exist_ok=True)
