@@ -3,8 +3,11 @@
 For each platform, every test-split program's schedule is rebuilt from its trace (as
 tcl.features.per_store does) and PSA estimates its latency. Printed and written to
 reports/psa/<platform>.json + .md (with --update-report; tmp/bench/psa/ otherwise): pairwise accuracy and top-1 / top-5 (TCL eq. 12, as
-tcl.train.evaluate computes them) for PSA and for a random scorer (20 seeds), and the recall of
-each task's true top-5 programs within PSA's top 512 and top 25% (the share a draft hands on).
+tcl.train.evaluate computes them) for PSA, for a random scorer (20 seeds) and for the train stage's
+learned models (`--models`, models/<platform>/<model>, scored on the same programs), and the recall of
+each task's true top-5 programs within each scorer's top share: the draft's (tune.draft verify /
+population, what PSA hands the learned model) and 25%. A cheap draft helps only if it drops the best
+programs about as rarely as the model it saves time for would.
 
     taskset -c 0 python benchmarks/bench_psa.py --platforms zen4-avx512-1c [--max-tasks 40] [--update-report]
     taskset -c 0 python benchmarks/bench_psa.py --platforms nvidia-h200 --store data/records_gpu --every-task
@@ -46,8 +49,23 @@ def psa_scores(table, store_root: Path, platform, params) -> np.ndarray:
     return scores
 
 
+def learned_scores(model: str, platform: str, params, program_ids: np.ndarray) -> np.ndarray:
+    """The train stage's `model` bundle's score of each program in `program_ids` (NaN where the features'
+    test split lacks it, e.g. a program the validation quarantined)."""
+    from tcl.features.dataset import load_split
+    from tcl.models.base import predict
+    from tcl.models.bundle import ModelBundle
+    from tcl.train.inputs import model_inputs
+
+    features = REPO / "data" / "features" / platform
+    test = model_inputs(model, platform, params, features, {"test": load_split(features, "test")})[0]["test"]
+    bundle_dir = REPO / "models" / platform / model
+    scored = dict(zip(test["program_id"].tolist(), predict(ModelBundle.load(bundle_dir).model, test["x"]).tolist()))
+    return np.asarray([scored.get(pid, np.nan) for pid in program_ids.tolist()], dtype="float64")
+
+
 def recall(split, scores: np.ndarray, share: float | None, count: int | None) -> float:
-    """Mean over tasks of the share of the task's 5 fastest programs inside PSA's top programs."""
+    """Mean over tasks of the share of the task's 5 fastest programs inside the scorer's top programs."""
     frame = pd.DataFrame({"g": split["group"], "lat": np.where(split["label"] > 0, split["mean_sec"], np.inf),
                           "s": np.nan_to_num(scores, nan=-np.inf)})
     hits = []
@@ -61,13 +79,16 @@ def recall(split, scores: np.ndarray, share: float | None, count: int | None) ->
     return float(np.mean(hits)) if hits else float("nan")
 
 
-def evaluate(platform_name: str, params, max_tasks: int, records: Path, every_task: bool = False) -> dict:
-    """PSA against a random scorer on the platform's test split, or on every task of the store (`every_task`:
-    PSA is not trained, so a store no model trains on, such as a GPU's, can be scored whole)."""
+def evaluate(platform_name: str, params, max_tasks: int, records: Path, every_task: bool = False,
+             models: tuple[str, ...] = ()) -> dict:
+    """PSA against a random scorer and the learned `models` on the platform's test split, or on every task
+    of the store (`every_task`: PSA is not trained, so a store no model trains on, such as a GPU's, can be
+    scored whole; no learned model then)."""
     from tcl.data.splits import add_labels, split_tables, task_networks_of
     from tcl.data.store import RecordStore
     from tcl.platforms import get_platform
     from tcl.train.evaluate import EvalSettings, random_scorer_metrics, ranking_metrics
+    from tcl.tvm.draft import DraftSettings
 
     platform = get_platform(params, platform_name)
     table = RecordStore(records).read(platform_name)
@@ -88,26 +109,43 @@ def evaluate(platform_name: str, params, max_tasks: int, records: Path, every_ta
              "network": net, "task_key": key, "task_weight": np.asarray(test.column("task_weight").to_pylist(), float),
              "group": pd.factorize(pd.Series(net) + "/" + pd.Series(key))[0]}
     settings = EvalSettings(bootstrap=0)
-    psa = ranking_metrics(split, np.nan_to_num(scores, nan=-1e9), settings=settings)
+    draft = DraftSettings.from_params(params)
+    draft_share = draft.verify / draft.population
+    figures = ("pairwise_accuracy", "top1_ratio_of_sums", "top5_ratio_of_sums")
+
+    def scorer(values: np.ndarray) -> dict:
+        m = ranking_metrics(split, np.nan_to_num(values, nan=-1e9), settings=settings)
+        return {**{k: m[k] for k in figures}, "unscored": int(np.isnan(values).sum()),
+                "recall_top5_in_draft_share": recall(split, values, draft_share, None),
+                "recall_top5_in_top25pct": recall(split, values, 0.25, None)}
+
+    program_ids = np.asarray(test.column("program_id").to_pylist())
+    trained = [] if every_task else [m for m in models if (REPO / "models" / platform_name / m / "bundle.json").exists()]
+    if set(models) - set(trained) and not every_task:
+        print(f"{platform_name}: no trained bundle of {sorted(set(models) - set(trained))} under models/ (the train "
+              "stage trains the platforms of train.platforms)", flush=True)
+    learned = {name: scorer(learned_scores(name, platform_name, params, program_ids)) for name in trained}
+    psa = scorer(scores)
     rand = random_scorer_metrics(split, settings=settings)
+    draws = [np.random.default_rng(seed).random(len(key)) for seed in range(20)]  # as random_scorer_metrics: 20
+    rand.update({name: float(np.mean([recall(split, d, share, None) for d in draws]))
+                 for name, share in (("recall_top5_in_draft_share", draft_share), ("recall_top5_in_top25pct", 0.25))})
     return {"platform": platform_name, "store": str(records.relative_to(REPO) if records.is_relative_to(REPO) else records),
             "scored": "every task" if every_task else "test split", "tasks": int(len(set(zip(net, key)))), "programs": int(len(key)),
             "unreplayed": int(np.isnan(scores).sum()), "psa_seconds_per_program": seconds / max(len(key), 1),
-            "psa": {m: psa[m] for m in ("pairwise_accuracy", "top1_ratio_of_sums", "top5_ratio_of_sums")},
-            "random": {m: rand[m] for m in ("pairwise_accuracy", "top1_ratio_of_sums", "top5_ratio_of_sums")},
-            "recall_top5_in_psa_top512": recall(split, scores, None, 512),
-            "recall_top5_in_psa_top25pct": recall(split, scores, 0.25, None),
+            "draft_share": draft_share, "psa": psa, "random": {m: rand[m] for m in (*figures, "recall_top5_in_draft_share", "recall_top5_in_top25pct")}, "learned": learned,
             "programs_per_task_max": int(pd.Series(split["group"]).value_counts().max())}
 
 
 def table_lines(results: list[dict]) -> list[str]:
-    lines = ["| platform | tasks | programs | scorer | pairwise acc | top-1 | top-5 | recall top-5 in top-512 | "
-             "recall top-5 in top-25% |", "|---|---|---|---|---|---|---|---|---|"]
+    share = results[0]["draft_share"] if results else 0.0
+    lines = ["| platform | tasks | programs | scorer | pairwise acc | top-1 | top-5 | "
+             f"recall top-5 in top {share:.1%} (the draft's) | recall top-5 in top 25% |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        for name in ("psa", "random"):
-            m = r[name]
-            rec = (f"{r['recall_top5_in_psa_top512']:.3f} | {r['recall_top5_in_psa_top25pct']:.3f}"
-                   if name == "psa" else "- | -")
+        for name, m in [("psa", r["psa"]), *r["learned"].items(), ("random", r["random"])]:
+            rec = (f"{m['recall_top5_in_draft_share']:.3f} | {m['recall_top5_in_top25pct']:.3f}"
+                   if "recall_top5_in_top25pct" in m else "- | -")
             lines.append(f"| {r['platform']} | {r['tasks']} | {r['programs']} | {name} | {m['pairwise_accuracy']:.3f} | "
                          f"{m['top1_ratio_of_sums']:.3f} | {m['top5_ratio_of_sums']:.3f} | {rec} |")
     return lines
@@ -122,12 +160,15 @@ def main(argv=None) -> None:
     ap.add_argument("--max-tasks", type=int, default=0, help="first N test tasks only (0 = all)")
     ap.add_argument("--store", default="data/records", help="the records' store, e.g. data/records_gpu")
     ap.add_argument("--every-task", action="store_true", help="score every task of the store, not its test split")
+    ap.add_argument("--models", nargs="*", default=["tenset_mlp", "xgb", "pacm", "tcl_stores", "tcl"],
+                    help="the train stage's models (models/<platform>/<model>) to score beside PSA")
     add_out_args(ap, "reports/psa")
     args = ap.parse_args(argv)
     params = load_params(REPO / "params.yaml")
     prov = provenance(__file__, argv)  # the data as locked when the run starts
     records = (REPO / args.store).resolve()
-    results = [evaluate(p, params, args.max_tasks, records, args.every_task) for p in args.platforms]
+    results = [evaluate(p, params, args.max_tasks, records, args.every_task, tuple(args.models))
+               for p in args.platforms]
     lines = table_lines(results)
     print("\n".join(lines))
     out = out_path(args, "reports/psa")
