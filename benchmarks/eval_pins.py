@@ -7,8 +7,16 @@ the same model (`models/<platform>/<model>`) on the same test programs (TCL eq. 
 per task, with their bootstrap intervals, tcl.train.evaluate). Only PerStoreFeature models
 (pretrained XGB, Tenset-MLP): their input does not depend on a fitted tokenizer.
 
+`--ensemble DIR DIR ...` adds one row for the sum of those bundles' scores, each divided by its
+spread (standard deviation) over the training split: what a cost model averaging two rankers that
+read the same PerStoreFeature rows would score, at the price of one featurization. The split it is
+chosen on is the validation split (`--split validation`); the test split reports.
+
     taskset -c 0 python benchmarks/eval_pins.py --platform zen4-avx512-1c \
         --pin-dirs reports/bench_tune/models reports/bench_tune_kb2/models --update-report
+    taskset -c 0 python benchmarks/eval_pins.py --platform zen4-avx512-1c --split validation \
+        --pin-dirs reports/bench_tune/models reports/bench_tune_kb2/models \
+        --ensemble reports/bench_tune/models/tenset_mlp reports/bench_tune_kb2/models/pretrained_xgb
 """
 
 from __future__ import annotations
@@ -44,11 +52,29 @@ def score_bundle(bundle_dir: Path, test: dict, settings, data_version: str) -> d
             **{k: m[k] for k in m if k.startswith(FIGURES)}}
 
 
+def ensemble_row(bundle_dirs: list[Path], test: dict, train_x, settings) -> dict:
+    """The figures of the sum of `bundle_dirs`' scores on `test`, each scaled by its standard deviation on
+    the training inputs `train_x` (a fixed scale, so scores of different populations stay comparable)."""
+    import numpy as np
+
+    from tcl.models.base import predict
+    from tcl.models.bundle import ModelBundle
+    from tcl.train.evaluate import ranking_metrics
+
+    models = [ModelBundle.load(d).model for d in bundle_dirs]
+    scores = sum(predict(m, test["x"]) / float(np.std(predict(m, train_x))) for m in models)
+    m = ranking_metrics(test, scores, ks=(1, 5), settings=settings)
+    return {"model": "ensemble", "source": " + ".join(map(str, bundle_dirs)), "train_rows": None,
+            "data_version": None, **{k: m[k] for k in m if k.startswith(FIGURES)}}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--platform", default="zen4-avx512-1c")
     ap.add_argument("--pin-dirs", nargs="+", required=True)
     ap.add_argument("--features-dir", default=None, help="default data/features/<platform>")
+    ap.add_argument("--split", default="test", choices=["validation", "test"])
+    ap.add_argument("--ensemble", nargs="*", default=[], help="bundle directories whose scaled scores are summed")
     add_out_args(ap, REPORT)
     args = ap.parse_args()
 
@@ -62,11 +88,11 @@ def main() -> None:
     settings = EvalSettings.from_params(params)
     prov = provenance(__file__)
     features = Path(args.features_dir or f"data/features/{args.platform}")
-    raw = load_split(features, "test")
+    raw = load_split(features, args.split)
     rows = []
     for pin_name in PINNED:
         trained = REGISTERED_AS.get(pin_name, pin_name)  # the train stage's name of the model
-        test = model_inputs(trained, args.platform, params, features, {"test": raw})[0]["test"]
+        test = model_inputs(trained, args.platform, params, features, {args.split: raw})[0][args.split]
         candidates = [("today", REPO / "models" / args.platform / trained)]
         candidates += [(d, Path(d) / pin_name) for d in args.pin_dirs]
         for label, bundle_dir in candidates:
@@ -74,17 +100,23 @@ def main() -> None:
                 rows.append({"model": pin_name, "source": label, **score_bundle(bundle_dir, test, settings, prov["data_version"])})
                 print(rows[-1], flush=True)
 
+    if args.ensemble:
+        splits = model_inputs("tenset_mlp", args.platform, params, features,
+                              {args.split: raw, "train": load_split(features, "train")})[0]
+        rows.append(ensemble_row([Path(d) for d in args.ensemble], splits[args.split], splits["train"]["x"], settings))
+        print(rows[-1], flush=True)
+
     def cell(r, k):
         return f"{r[k]:.3f} [{r[k + '_ci_low']:.3f}, {r[k + '_ci_high']:.3f}]" if k + "_ci_low" in r else f"{r[k]:.3f}"
 
-    lines = [f"# Pinned models against today's, {args.platform} held-out test split "
+    lines = [f"# Pinned models against today's, {args.platform} {'held-out test' if args.split == 'test' else 'validation'} split "
              f"({len(set(raw['task_key'].tolist()))} tasks, {len(raw['task_key'])} programs)", "",
              "| model | bundle | training programs | data version | " + " | ".join(FIGURES) + " |",
              "|---|---|---|---|" + "---|" * len(FIGURES)]
-    lines += [f"| {r['model']} | {r['source']} | {r['train_rows']} | {r['data_version']} | "
+    lines += [f"| {r['model']} | {r['source']} | {r['train_rows'] or '-'} | {r['data_version'] or '-'} | "
               + " | ".join(cell(r, k) for k in FIGURES) + " |" for r in rows]
     lines += ["", provenance_line(prov)]
-    out = out_path(args, REPORT)
+    out = out_path(args, REPORT if args.split == "test" else REPORT.replace("pins.md", "pins-validation.md"))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
     out.with_suffix(".json").write_text(json.dumps({**prov, "rows": rows}, indent=2))
