@@ -207,20 +207,31 @@ def pin_learned_models(models: list[str], platform, params: dict[str, Any], pin_
     now) and tune every seed, in this session or a later one, with those files: model -> its pin
     (`bundle_dir`, `sha256`, the registered version it came from). Without `create`, only the
     models pinned already."""
-    from tcl.tvm.names import parse_cost_model
+    from tcl.tvm.names import REGISTERED_AS, parse_cost_model
     from tcl.tvm.pinned import PIN_FILE, pin_bundle
     from tcl.tvm.stage import registered_choice
 
     pins = {}
-    for spec in map(parse_cost_model, models):
-        model = spec.base  # `tcl`, `tcl+moa` and `tcl+ft` tune with the same pinned weights
-        if spec.builtin or model in pins or not (create or (pin_dir / model / PIN_FILE).exists()):
+    # `tcl`, `tcl+moa` and `tcl+ft` tune with the same pinned weights; an ensemble with its members'
+    for model in dict.fromkeys(m for spec in map(parse_cost_model, models) if not spec.builtin for m in spec.members):
+        if model in pins or not (create or (pin_dir / model / PIN_FILE).exists()):
             continue
+        registered = REGISTERED_AS.get(model, model)
         pin = pins[model] = pin_bundle(pin_dir / model,
-                                       lambda r=spec.registered: registered_choice(r, platform, params, print))
+                                       lambda r=registered: registered_choice(r, platform, params, print))
         print(f"{model}: pinned to {pin['bundle_dir']} ({pin.get('registered_model')} v{pin.get('version')}, "
               f"data {pin.get('data_version')}, sha256 {pin['sha256'][:12]})")
     return pins
+
+
+def run_digests(members: tuple[str, ...], pins: dict[str, dict]) -> set[str]:
+    """The digests a run's row records when it tuned with these pinned weights: a model's own (tcl.tvm.pinned
+    weight_digests), or for an ensemble the digest over its members' (tcl.tvm.pinned.ensemble_pin)."""
+    from tcl.tvm.pinned import ensemble_pin
+
+    if len(members) == 1:
+        return weight_digests(pins[members[0]])
+    return {ensemble_pin([pins[m] for m in members], members)["sha256"]}
 
 
 def library_path(run_dir: Path, platform: str, model: str, network: str, per_iter: int, tag: str = "") -> Path | None:
@@ -461,7 +472,8 @@ def main() -> None:
     tags = {m: search_tag(asdict(SearchSettings.for_cost_model(params, m)), drafting or parse_cost_model(m).draft)
             for m in models}
     bundles = {base: p["bundle_dir"] for base, p in pins.items()}
-    digests = {m: weight_digests(pins[parse_cost_model(m).base]) for m in models if parse_cost_model(m).base in pins}
+    digests = {m: run_digests(parse_cost_model(m).members, pins) for m in models
+               if all(b in pins for b in parse_cost_model(m).members)}
     summary, seed_tables, pngs = {}, {}, []
     retimed = bool(args.retime_rounds)  # every network's libraries timed again
     for network in args.networks or [tune["network"]]:

@@ -140,6 +140,48 @@ def test_boost_corrects_a_pretrained_mlp_on_the_task_and_leaves_it_and_other_tas
     assert adapter.updates == {"toy_a": 2}
 
 
+def test_an_ensemble_sums_its_members_standardized_once_per_task(tasks, host_platform, params, tmp_path):
+    """tenset_mlp,pretrained_xgb: both members' scores of a task are standardized on the first population of
+    that task and kept so (later populations' scores stay comparable), summed, and rank a held-out task
+    as well as their sum does; members that read different inputs are refused before tuning starts."""
+    from tcl.tvm.ensemble import EnsembleCostModel
+    from tcl.tvm.pinned import ensemble_pin, read_pin
+    from tcl.tvm.stage import cost_model_factories
+
+    (x_a, _, y_a), (x_c, _, y_c), (x_b, _, y_b) = tasks["toy_a"], tasks["toy_c"], tasks["toy_b"]
+    x_train = np.concatenate([x_a, x_c])
+    xgb = _bundle("xgb", x_train, host_platform)
+    xgb.model.hparams.update(rounds=30)
+    xgb.model.fit_ranker(x_train, np.concatenate([y_a, y_c]), np.repeat([0, 1], [len(y_a), len(y_c)]))
+    mlp = _bundle("tenset_mlp", x_train, host_platform)  # untrained: a member with nothing to say
+    dirs = {"pretrained_xgb": str(xgb.save(tmp_path / "xgb")), "tenset_mlp": str(mlp.save(tmp_path / "mlp"))}
+    run_params = copy.deepcopy(params)
+    run_params["tune"]["bundles"] = dirs
+    factories, pins = cost_model_factories(["tenset_mlp,pretrained_xgb"], host_platform, run_params, print)
+    ensemble = factories["tenset_mlp,pretrained_xgb"]()
+    assert isinstance(ensemble, EnsembleCostModel) and ensemble.names == ["tenset_mlp", "pretrained_xgb"]
+    member_pins = [read_pin(dirs["tenset_mlp"]), read_pin(dirs["pretrained_xgb"])]
+    assert pins["tenset_mlp,pretrained_xgb"]["sha256"] == ensemble_pin(member_pins, ("tenset_mlp", "pretrained_xgb"))["sha256"]
+
+    first = ensemble.member_scores("toy_b", x_b)
+    np.testing.assert_allclose(first.mean(axis=1), 0, atol=1e-9)
+    np.testing.assert_allclose(first.std(axis=1), 1, rtol=1e-6)
+    np.testing.assert_allclose(ensemble.member_scores("toy_b", x_b[:5]), first[:, :5], atol=1e-5)  # kept for the task
+    raw = np.stack([predict(mlp.model, x_b), predict(xgb.model, x_b)])
+    expected = ((raw - raw.mean(axis=1, keepdims=True)) / raw.std(axis=1, keepdims=True)).sum(axis=0)
+    np.testing.assert_allclose(first.sum(axis=0), expected, rtol=1e-6)
+    rng = np.random.default_rng(0)
+    random_floor = np.mean([_accuracy(rng.random(len(y_b)), y_b) for _ in range(50)])
+    assert _accuracy(first.sum(axis=0), y_b) > random_floor + 0.05  # a flipped member or sum ends below the floor
+    other = ensemble.member_scores("toy_a", x_a[:40])  # another task: its own standardization
+    np.testing.assert_allclose(other.mean(axis=1), 0, atol=1e-9)
+
+    tokens = _bundle("tenset_mlp", x_a, host_platform)
+    tokens.featurizer = object()  # any other input than PerStoreFeature rows
+    with pytest.raises(ValueError, match="same input"):
+        EnsembleCostModel([mlp, tokens], ["tenset_mlp", "tcl"])
+
+
 def test_adaptations_refuse_models_they_cannot_train(tasks, host_platform):
     x_a, _, _ = tasks["toy_a"]
     with pytest.raises(ValueError, match="boost"):
@@ -161,6 +203,14 @@ def test_cost_model_names_parse_and_fail_early():
     assert parse_cost_model("tcl").adaptation == "frozen"
     for bad in ("tcl+warp", "xgb+moa", "+moa"):
         with pytest.raises(ValueError, match="tune.cost_models"):
+            parse_cost_model(bad)
+    ensemble = parse_cost_model("tenset_mlp,pretrained_xgb+draft")
+    assert (ensemble.members, ensemble.registered, ensemble.adaptation, ensemble.draft) == (
+        ("tenset_mlp", "pretrained_xgb"), "tenset_mlp,xgb", "frozen", True)
+    assert parse_cost_model("tcl").members == ("tcl",)
+    for bad, why in (("tenset_mlp,xgb", "distinct learned"), ("tenset_mlp,tenset_mlp", "distinct learned"),
+                     ("tenset_mlp,nope", "no learned model"), ("tenset_mlp,pretrained_xgb+moa", "frozen")):
+        with pytest.raises(ValueError, match=why):
             parse_cost_model(bad)
 
 

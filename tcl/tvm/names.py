@@ -11,6 +11,8 @@ and the search modifiers that go with either.
     ...+moses                tasks stop being measured once they settle (tcl.tvm.controller)
     <learned>+guard          per task, TVM's XGB takes over while it ranks the task better, and from the
                              start on an operator type the model never trained on (tcl.tvm.guard)
+    tenset_mlp,pretrained_xgb  learned models that read the same input, their scores summed, frozen
+                             (tcl.tvm.ensemble)
 
 e.g. `tcl+moa+draft+moses`, `xgb+draft`. `pretrained_xgb` is the tuning name of the train stage's
 `xgb` model: "xgb" alone is TVM's xgb, the baseline every table compares with.
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 BUILTIN_COST_MODELS = ("xgb", "random")
 REGISTERED_AS = {"pretrained_xgb": "xgb"}  # tuning name -> the registered model's name
 MODIFIERS = ("draft", "moses", "guard")
+ENSEMBLE_SEP = ","
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,11 @@ class CostModelName:
     @property
     def guard(self) -> bool:
         return "guard" in self.modifiers
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        """The learned models an ensemble sums (`tenset_mlp,pretrained_xgb`); the one model otherwise."""
+        return tuple(self.base.split(ENSEMBLE_SEP))
 
 
 def learned_model_names() -> set[str]:
@@ -77,6 +85,8 @@ def parse_cost_model(name: str, known_base: bool = True) -> CostModelName:
                          f"(TVM's), or a learned model optionally followed by +<adaptation> with adaptation in "
                          f"{sorted(ADAPTERS)}, either optionally followed by +<modifier> with modifier in "
                          f"{list(MODIFIERS)}, e.g. 'tcl+moa', 'pretrained_xgb+boost', 'tcl+moa+draft+moses'")
+    if ENSEMBLE_SEP in base:
+        return _parse_ensemble(name, base, adaptations, modifiers, known_base)
     if known_base and base not in BUILTIN_COST_MODELS and base not in learned_model_names():
         raise ValueError(f"tune.cost_models: {name!r}: no cost model is called {base!r}; TVM's are "
                          f"{list(BUILTIN_COST_MODELS)}, the learned ones {sorted(learned_model_names())}")
@@ -89,3 +99,21 @@ def parse_cost_model(name: str, known_base: bool = True) -> CostModelName:
                              f"TVM's {base} has nothing to guard")
         return CostModelName(name, base, base, "", modifiers)
     return CostModelName(name, base, REGISTERED_AS.get(base, base), (adaptations or ["frozen"])[0], modifiers)
+
+
+def _parse_ensemble(name: str, base: str, adaptations: list[str], modifiers: tuple[str, ...],
+                    known_base: bool) -> CostModelName:
+    members = base.split(ENSEMBLE_SEP)
+    if len(set(members)) != len(members) or not all(members) or any(m in BUILTIN_COST_MODELS for m in members):
+        raise ValueError(f"tune.cost_models: {name!r}: an ensemble is two or more distinct learned models joined "
+                         f"by '{ENSEMBLE_SEP}' (TVM's {list(BUILTIN_COST_MODELS)} cannot be members), "
+                         "e.g. 'tenset_mlp,pretrained_xgb'")
+    unknown = [m for m in members if known_base and m not in learned_model_names()]
+    if unknown:
+        raise ValueError(f"tune.cost_models: {name!r}: no learned model is called {unknown[0]!r}; the learned ones "
+                         f"are {sorted(learned_model_names())}")
+    if adaptations and adaptations != ["frozen"]:
+        raise ValueError(f"tune.cost_models: {name!r}: an ensemble is scored frozen; +{adaptations[0]} adapts one "
+                         "model (tcl.tvm.online)")
+    registered = ENSEMBLE_SEP.join(REGISTERED_AS.get(m, m) for m in members)
+    return CostModelName(name, base, registered, "frozen", modifiers)

@@ -72,6 +72,19 @@ def weight_digests(pin: dict[str, Any]) -> set[str]:
     return {pin["sha256"], *pin.get("same_weights_as", [])}
 
 
+def ensemble_pin(pins: list[dict[str, Any]], members: tuple[str, ...]) -> dict[str, Any]:
+    """One pin for an ensemble (tcl.tvm.ensemble): its members' fields joined with ' + ', and where every member
+    is pinned by digest, a digest over theirs, so a run with other weights for any member is another run."""
+    def joined(key: str) -> str:
+        return " + ".join(str(p.get(key)) for p in pins)
+
+    pin = {"uri": joined("uri"), "registered_model": joined("registered_model"), "version": joined("version"),
+           "data_version": joined("data_version"), "why": f"ensemble of {', '.join(members)}"}
+    if all(p.get("sha256") for p in pins):
+        pin["sha256"] = hashlib.sha256(":".join(p["sha256"] for p in pins).encode()).hexdigest()
+    return pin
+
+
 def add_op_types(directory: str | Path, op_types: dict[str, int], source: str) -> dict[str, Any]:
     """Give a bundle pinned before bundles kept their training operator types (`meta.op_types`, which
     the guard reads) those types, counted from `source` (the training split it was fitted on); the

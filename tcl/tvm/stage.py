@@ -74,25 +74,39 @@ def cost_model_factories(names: list[str], platform: Platform, params: dict[str,
                          log: Callable[[str], None]) -> tuple[dict[str, Callable[[], Any]], dict[str, dict]]:
     """A fresh cost model per tuning run (TVM's built-ins by name; learned ones from a saved bundle
     named in `tune.bundles` under their base name, else from the registry, adapting as their name
-    says: tcl.tvm.names), and for each learned one what it is pinned to."""
+    says, an ensemble from its members': tcl.tvm.names), and for each learned one what it is pinned to."""
     from .cost_model import LearnedCostModel
+    from .ensemble import EnsembleCostModel, check_members
+    from .names import REGISTERED_AS
     from .online import OnlineSettings
-    from .pinned import load_pinned
+    from .pinned import ensemble_pin, load_pinned
 
     saved = params["tune"].get("bundles") or {}
     settings = OnlineSettings.from_params(params)
     factories, pins = {}, {}
+
+    def chosen(name: str, base: str):
+        if base in saved:
+            bundle, pin = load_pinned(saved[base])
+            log(f"{name}: using the saved bundle {saved[base]} ({pin.get('uri')})")
+            return bundle, pin
+        return registered_choice(REGISTERED_AS.get(base, base), platform, params, log)
+
     for spec in map(parse_cost_model, names):
         name = spec.name
         if spec.builtin:
             factories[name] = (lambda n=name: make_builtin_cost_model(n, int(params.get("seed", 0)),
                                                                         platform.threads))
             continue
-        if spec.base in saved:
-            bundle, pins[name] = load_pinned(saved[spec.base])
-            log(f"{name}: using the saved bundle {saved[spec.base]} ({pins[name].get('uri')})")
-        else:
-            bundle, pins[name] = registered_choice(spec.registered, platform, params, log)
+        members = [chosen(name, base) for base in spec.members]
+        if len(members) > 1:
+            bundles = [bundle for bundle, _ in members]
+            check_members(bundles, list(spec.members))  # fails now, not mid-tuning
+            pins[name] = ensemble_pin([pin for _, pin in members], spec.members)
+            factories[name] = (lambda bs=bundles, ms=spec.members: EnsembleCostModel(
+                [copy.deepcopy(b) for b in bs], list(ms), spec_vector=platform.spec_vector))
+            continue
+        bundle, pins[name] = members[0]
         LearnedCostModel(bundle, adaptation=spec.adaptation, settings=settings)  # fails now, not mid-tuning
         factories[name] = (lambda b=bundle, a=spec.adaptation: LearnedCostModel(
             copy.deepcopy(b), spec_vector=platform.spec_vector, adaptation=a, settings=settings))
