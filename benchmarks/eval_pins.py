@@ -7,10 +7,10 @@ the same model (`models/<platform>/<model>`) on the same test programs (TCL eq. 
 per task, with their bootstrap intervals, tcl.train.evaluate). Only PerStoreFeature models
 (pretrained XGB, Tenset-MLP): their input does not depend on a fitted tokenizer.
 
-`--ensemble DIR DIR ...` adds one row for the sum of those bundles' scores, each divided by its
-spread (standard deviation) over the training split: what a cost model averaging two rankers that
-read the same PerStoreFeature rows would score, at the price of one featurization. The split it is
-chosen on is the validation split (`--split validation`); the test split reports.
+`--ensemble DIR DIR ...` adds one row for those bundles as one ensemble cost model (tcl.tvm.ensemble:
+members that read the same PerStoreFeature rows, each standardized per task, summed), each task's
+programs scored as the ensemble scores a task's first population. The split it is chosen on is the
+validation split (`--split validation`); the test split reports.
 
     taskset -c 0 python benchmarks/eval_pins.py --platform zen4-avx512-1c \
         --pin-dirs reports/bench_tune/models reports/bench_tune_kb2/models --update-report
@@ -52,17 +52,20 @@ def score_bundle(bundle_dir: Path, test: dict, settings, data_version: str) -> d
             **{k: m[k] for k in m if k.startswith(FIGURES)}}
 
 
-def ensemble_row(bundle_dirs: list[Path], test: dict, train_x, settings) -> dict:
-    """The figures of the sum of `bundle_dirs`' scores on `test`, each scaled by its standard deviation on
-    the training inputs `train_x` (a fixed scale, so scores of different populations stay comparable)."""
+def ensemble_row(bundle_dirs: list[Path], test: dict, settings) -> dict:
+    """The figures of `bundle_dirs` as one ensemble (tcl.tvm.ensemble) on `test`: each task's programs scored as
+    the ensemble scores a task's first population (each member standardized on them, then summed)."""
     import numpy as np
 
-    from tcl.models.base import predict
     from tcl.models.bundle import ModelBundle
     from tcl.train.evaluate import ranking_metrics
+    from tcl.tvm.ensemble import EnsembleCostModel
 
-    models = [ModelBundle.load(d).model for d in bundle_dirs]
-    scores = sum(predict(m, test["x"]) / float(np.std(predict(m, train_x))) for m in models)
+    ensemble = EnsembleCostModel([ModelBundle.load(d) for d in bundle_dirs], [d.name for d in bundle_dirs])
+    scores = np.zeros(len(test["x"]))
+    for group in np.unique(test["group"]):
+        rows = np.flatnonzero(test["group"] == group)
+        scores[rows] = ensemble.member_scores(str(group), test["x"][rows]).sum(axis=0)
     m = ranking_metrics(test, scores, ks=(1, 5), settings=settings)
     return {"model": "ensemble", "source": " + ".join(map(str, bundle_dirs)), "train_rows": None,
             "data_version": None, **{k: m[k] for k in m if k.startswith(FIGURES)}}
@@ -101,9 +104,8 @@ def main() -> None:
                 print(rows[-1], flush=True)
 
     if args.ensemble:
-        splits = model_inputs("tenset_mlp", args.platform, params, features,
-                              {args.split: raw, "train": load_split(features, "train")})[0]
-        rows.append(ensemble_row([Path(d) for d in args.ensemble], splits[args.split], splits["train"]["x"], settings))
+        test = model_inputs("tenset_mlp", args.platform, params, features, {args.split: raw})[0][args.split]
+        rows.append(ensemble_row([Path(d) for d in args.ensemble], test, settings))
         print(rows[-1], flush=True)
 
     def cell(r, k):
