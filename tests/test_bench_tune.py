@@ -48,6 +48,21 @@ def test_curves_are_read_back_and_plotted(bench, tmp_path):
     assert png.stat().st_size > 1000
 
 
+def test_an_ensembles_curve_is_written_and_read_back_under_its_name(bench, tmp_path):
+    """An ensemble's name holds commas (tenset_mlp,pretrained_xgb): the tuning stage's curves.csv quotes it."""
+    from types import SimpleNamespace
+
+    from tcl.tvm.curve import CurvePoint
+    from tcl.tvm.stage import write_curves
+
+    runs = [SimpleNamespace(name=name, result=SimpleNamespace(curve=[CurvePoint(8, 1.0, float("nan")),
+                                                                     CurvePoint(16, 2.0, 0.003)]))
+            for name in ("tenset_mlp,pretrained_xgb", "xgb")]
+    curves = bench.read_curves(write_curves(runs, tmp_path / "curves.csv"))
+    assert sorted(curves) == ["tenset_mlp,pretrained_xgb", "xgb"]
+    assert curves["tenset_mlp,pretrained_xgb"][1] == (16, 2.0, 3.0)
+
+
 CURVES_HEADER = "cost_model,trial,seconds,estimated_ms\n"
 BUDGETS = {"xgb": 64, "tcl": 64, "random": 64, "tlp": 64}
 

@@ -178,9 +178,15 @@ def run_tuning_stage(platform: Platform, params: dict[str, Any], out_dir: str | 
 
 
 def write_curves(runs: list[ModelRun], path: Path) -> Path:
-    """Every curve point of every run, one CSV row each (NaN before every task has a measurement)."""
-    lines = ["cost_model,trial,seconds,estimated_ms"]
-    lines += [f"{run.name},{p.trial},{p.seconds:.3f},{p.estimated_latency * 1e3:.6g}"
-              for run in runs for p in run.result.curve]
-    path.write_text("\n".join(lines) + "\n")
+    """Every curve point of every run, one CSV row each (NaN before every task has a measurement); a name
+    with a comma (an ensemble's, tcl.tvm.names) is quoted."""
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["cost_model", "trial", "seconds", "estimated_ms"])
+    writer.writerows([run.name, p.trial, f"{p.seconds:.3f}", f"{p.estimated_latency * 1e3:.6g}"]
+                     for run in runs for p in run.result.curve)
+    path.write_text(buffer.getvalue())
     return path
