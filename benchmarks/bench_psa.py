@@ -120,7 +120,8 @@ def evaluate(platform_name: str, params, max_tasks: int, records: Path, every_ta
                 "recall_top5_in_top25pct": recall(split, values, 0.25, None)}
 
     program_ids = np.asarray(test.column("program_id").to_pylist())
-    trained = [] if every_task else [m for m in models if (REPO / "models" / platform_name / m / "bundle.json").exists()]
+    trained = [] if every_task else [m for m in models
+                                     if (REPO / "models" / platform_name / m / "bundle.json").exists()]
     if set(models) - set(trained) and not every_task:
         print(f"{platform_name}: no trained bundle of {sorted(set(models) - set(trained))} under models/ (the train "
               "stage trains the platforms of train.platforms)", flush=True)
@@ -133,7 +134,8 @@ def evaluate(platform_name: str, params, max_tasks: int, records: Path, every_ta
     return {"platform": platform_name, "store": str(records.relative_to(REPO) if records.is_relative_to(REPO) else records),
             "scored": "every task" if every_task else "test split", "tasks": int(len(set(zip(net, key)))), "programs": int(len(key)),
             "unreplayed": int(np.isnan(scores).sum()), "psa_seconds_per_program": seconds / max(len(key), 1),
-            "draft_share": draft_share, "psa": psa, "random": {m: rand[m] for m in (*figures, "recall_top5_in_draft_share", "recall_top5_in_top25pct")}, "learned": learned,
+            "draft_share": draft_share, "psa": psa, "learned": learned,
+            "random": {m: rand[m] for m in (*figures, "recall_top5_in_draft_share", "recall_top5_in_top25pct")},
             "programs_per_task_max": int(pd.Series(split["group"]).value_counts().max())}
 
 

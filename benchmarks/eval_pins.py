@@ -111,7 +111,8 @@ def main() -> None:
     def cell(r, k):
         return f"{r[k]:.3f} [{r[k + '_ci_low']:.3f}, {r[k + '_ci_high']:.3f}]" if k + "_ci_low" in r else f"{r[k]:.3f}"
 
-    lines = [f"# Pinned models against today's, {args.platform} {'held-out test' if args.split == 'test' else 'validation'} split "
+    split_name = "held-out test" if args.split == "test" else "validation"
+    lines = [f"# Pinned models against today's, {args.platform} {split_name} split "
              f"({len(set(raw['task_key'].tolist()))} tasks, {len(raw['task_key'])} programs)", "",
              "| model | bundle | training programs | data version | " + " | ".join(FIGURES) + " |",
              "|---|---|---|---|" + "---|" * len(FIGURES)]

@@ -161,7 +161,8 @@ def test_an_ensemble_sums_its_members_standardized_once_per_task(tasks, host_pla
     ensemble = factories["tenset_mlp,pretrained_xgb"]()
     assert isinstance(ensemble, EnsembleCostModel) and ensemble.names == ["tenset_mlp", "pretrained_xgb"]
     member_pins = [read_pin(dirs["tenset_mlp"]), read_pin(dirs["pretrained_xgb"])]
-    assert pins["tenset_mlp,pretrained_xgb"]["sha256"] == ensemble_pin(member_pins, ("tenset_mlp", "pretrained_xgb"))["sha256"]
+    joined = ensemble_pin(member_pins, ("tenset_mlp", "pretrained_xgb"))
+    assert pins["tenset_mlp,pretrained_xgb"]["sha256"] == joined["sha256"]
 
     first = ensemble.member_scores("toy_b", x_b)
     np.testing.assert_allclose(first.mean(axis=1), 0, atol=1e-9)
