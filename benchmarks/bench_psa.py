@@ -49,19 +49,29 @@ def psa_scores(table, store_root: Path, platform, params) -> np.ndarray:
     return scores
 
 
-def learned_scores(model: str, platform: str, params, program_ids: np.ndarray) -> np.ndarray:
-    """The train stage's `model` bundle's score of each program in `program_ids` (NaN where the features'
-    test split lacks it, e.g. a program the validation quarantined)."""
+def learned_scores(models: list[str], platform: str, params, program_ids: np.ndarray) -> dict[str, np.ndarray]:
+    """Each of the train stage's `models` bundles' score of each program in `program_ids` (NaN where the
+    features' test split lacks it, e.g. a program the validation quarantined). Models that read the same
+    input kind share one read of it."""
     from tcl.features.dataset import load_split
+    from tcl.models import MODELS
     from tcl.models.base import predict
     from tcl.models.bundle import ModelBundle
     from tcl.train.inputs import model_inputs
 
     features = REPO / "data" / "features" / platform
-    test = model_inputs(model, platform, params, features, {"test": load_split(features, "test")})[0]["test"]
-    bundle_dir = REPO / "models" / platform / model
-    scored = dict(zip(test["program_id"].tolist(), predict(ModelBundle.load(bundle_dir).model, test["x"]).tolist()))
-    return np.asarray([scored.get(pid, np.nan) for pid in program_ids.tolist()], dtype="float64")
+    raw = load_split(features, "test") if models else None
+    inputs: dict[str, dict] = {}  # input kind -> the test split's model inputs
+    out = {}
+    for model in models:
+        kind = MODELS[model].input_kind
+        if kind not in inputs:
+            inputs[kind] = model_inputs(model, platform, params, features, {"test": raw})[0]["test"]
+        test = inputs[kind]
+        bundle = ModelBundle.load(REPO / "models" / platform / model)
+        scored = dict(zip(test["program_id"].tolist(), predict(bundle.model, test["x"]).tolist()))
+        out[model] = np.asarray([scored.get(pid, np.nan) for pid in program_ids.tolist()], dtype="float64")
+    return out
 
 
 def recall(split, scores: np.ndarray, share: float | None, count: int | None) -> float:
@@ -125,7 +135,8 @@ def evaluate(platform_name: str, params, max_tasks: int, records: Path, every_ta
     if set(models) - set(trained) and not every_task:
         print(f"{platform_name}: no trained bundle of {sorted(set(models) - set(trained))} under models/ (the train "
               "stage trains the platforms of train.platforms)", flush=True)
-    learned = {name: scorer(learned_scores(name, platform_name, params, program_ids)) for name in trained}
+    learned = {name: scorer(values)
+               for name, values in learned_scores(trained, platform_name, params, program_ids).items()}
     psa = scorer(scores)
     rand = random_scorer_metrics(split, settings=settings)
     draws = [np.random.default_rng(seed).random(len(key)) for seed in range(20)]  # as random_scorer_metrics: 20

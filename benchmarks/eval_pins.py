@@ -92,10 +92,11 @@ def main() -> None:
     prov = provenance(__file__)
     features = Path(args.features_dir or f"data/features/{args.platform}")
     raw = load_split(features, args.split)
-    rows = []
+    rows, inputs = [], {}
     for pin_name in PINNED:
         trained = REGISTERED_AS.get(pin_name, pin_name)  # the train stage's name of the model
-        test = model_inputs(trained, args.platform, params, features, {args.split: raw})[0][args.split]
+        test = inputs[trained] = model_inputs(trained, args.platform, params, features,
+                                              {args.split: raw})[0][args.split]
         candidates = [("today", REPO / "models" / args.platform / trained)]
         candidates += [(d, Path(d) / pin_name) for d in args.pin_dirs]
         for label, bundle_dir in candidates:
@@ -103,9 +104,8 @@ def main() -> None:
                 rows.append({"model": pin_name, "source": label, **score_bundle(bundle_dir, test, settings, prov["data_version"])})
                 print(rows[-1], flush=True)
 
-    if args.ensemble:
-        test = model_inputs("tenset_mlp", args.platform, params, features, {args.split: raw})[0][args.split]
-        rows.append(ensemble_row([Path(d) for d in args.ensemble], test, settings))
+    if args.ensemble:  # its members read PerStoreFeature rows, as Tenset-MLP does
+        rows.append(ensemble_row([Path(d) for d in args.ensemble], inputs["tenset_mlp"], settings))
         print(rows[-1], flush=True)
 
     def cell(r, k):
