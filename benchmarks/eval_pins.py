@@ -59,13 +59,13 @@ def ensemble_row(bundle_dirs: list[Path], test: dict, settings) -> dict:
 
     from tcl.models.bundle import ModelBundle
     from tcl.train.evaluate import ranking_metrics
-    from tcl.tvm.ensemble import EnsembleCostModel
+    from tcl.tvm.ensemble import EnsemblePrior
 
-    ensemble = EnsembleCostModel([ModelBundle.load(d) for d in bundle_dirs], [d.name for d in bundle_dirs])
+    ensemble = EnsemblePrior([ModelBundle.load(d) for d in bundle_dirs], [d.name for d in bundle_dirs])
     scores = np.zeros(len(test["x"]))
     for group in np.unique(test["group"]):
         rows = np.flatnonzero(test["group"] == group)
-        scores[rows] = ensemble.member_scores(str(group), test["x"][rows]).sum(axis=0)
+        scores[rows] = ensemble(str(group), test["x"][rows])
     m = ranking_metrics(test, scores, ks=(1, 5), settings=settings)
     return {"model": "ensemble", "source": " + ".join(map(str, bundle_dirs)), "train_rows": None,
             "data_version": None, **{k: m[k] for k in m if k.startswith(FIGURES)}}

@@ -144,12 +144,14 @@ def test_boost_corrects_a_pretrained_mlp_on_the_task_and_leaves_it_and_other_tas
 def test_an_ensemble_sums_its_members_standardized_once_per_task(tasks, host_platform, params, tmp_path):
     """tenset_mlp,pretrained_xgb: both members' scores of a task are standardized on the first population of
     that task and kept so (later populations' scores stay comparable) and summed, so a task both rank well
-    is ranked well by the sum; members that read different inputs are refused before tuning starts."""
-    from tcl.tvm.ensemble import EnsembleCostModel
+    is ranked well by the sum; with +boost, trees grown on a task's measurements correct the sum on that
+    task alone; members that read different inputs are refused before tuning starts."""
+    from tcl.tvm.cost_model import LearnedCostModel
+    from tcl.tvm.ensemble import EnsemblePrior
     from tcl.tvm.pinned import ensemble_pin, read_pin
     from tcl.tvm.stage import cost_model_factories
 
-    (x_a, _, y_a), (x_c, _, y_c), (x_b, _, y_b) = tasks["toy_a"], tasks["toy_c"], tasks["toy_b"]
+    (x_a, lat_a, y_a), (x_c, _, y_c), (x_b, lat_b, y_b) = tasks["toy_a"], tasks["toy_c"], tasks["toy_b"]
     x_train = np.concatenate([x_a, x_c])
     xgb = _bundle("xgb", x_train, host_platform)
     xgb.model.hparams.update(rounds=30)
@@ -160,20 +162,26 @@ def test_an_ensemble_sums_its_members_standardized_once_per_task(tasks, host_pla
     dirs = {"pretrained_xgb": str(xgb.save(tmp_path / "xgb")), "tenset_mlp": str(mlp.save(tmp_path / "mlp"))}
     run_params = copy.deepcopy(params)
     run_params["tune"]["bundles"] = dirs
-    factories, pins = cost_model_factories(["tenset_mlp,pretrained_xgb"], host_platform, run_params, print)
-    ensemble = factories["tenset_mlp,pretrained_xgb"]()
-    assert isinstance(ensemble, EnsembleCostModel) and ensemble.names == ["tenset_mlp", "pretrained_xgb"]
+    run_params["tune"]["online"]["boost_rounds"] = 20
+    names = ["tenset_mlp,pretrained_xgb", "tenset_mlp,pretrained_xgb+boost"]
+    factories, pins = cost_model_factories(names, host_platform, run_params, print)
+    frozen, boosted = (factories[n]() for n in names)
+    for model in (frozen, boosted):
+        assert isinstance(model, LearnedCostModel) and isinstance(model.adapter.prior, EnsemblePrior)
+        assert model.adapter.prior.names == ["tenset_mlp", "pretrained_xgb"]
+    assert (frozen.adapter.name, boosted.adapter.name) == ("frozen", "boost")
     member_pins = [read_pin(dirs["tenset_mlp"]), read_pin(dirs["pretrained_xgb"])]
     joined = ensemble_pin(member_pins, ("tenset_mlp", "pretrained_xgb"))
-    assert pins["tenset_mlp,pretrained_xgb"]["sha256"] == joined["sha256"]
+    assert pins[names[0]]["sha256"] == pins[names[1]]["sha256"] == joined["sha256"]
 
+    ensemble = frozen.adapter.prior
     first = ensemble.member_scores("toy_b", x_b)
     np.testing.assert_allclose(first.mean(axis=1), 0, atol=1e-9)
     np.testing.assert_allclose(first.std(axis=1), 1, rtol=1e-6)
     np.testing.assert_allclose(ensemble.member_scores("toy_b", x_b[:5]), first[:, :5], atol=1e-5)  # kept for the task
     raw = np.stack([predict(mlp.model, x_b), predict(xgb.model, x_b)])
     expected = ((raw - raw.mean(axis=1, keepdims=True)) / raw.std(axis=1, keepdims=True)).sum(axis=0)
-    np.testing.assert_allclose(first.sum(axis=0), expected, rtol=1e-6)
+    np.testing.assert_allclose(frozen.adapter.score("toy_b", x_b), expected, rtol=1e-6)
     other = ensemble.member_scores("toy_a", x_a)  # another task: its own standardization
     np.testing.assert_allclose(other.mean(axis=1), 0, atol=1e-9)
     # on a task both members learned, each ranks well, so their sum must too; a flipped member cancels the
@@ -183,10 +191,24 @@ def test_an_ensemble_sums_its_members_standardized_once_per_task(tasks, host_pla
     assert min(members) > 0.7, members
     assert _accuracy(other.sum(axis=0), y_a) > 0.8, (members, _accuracy(other.sum(axis=0), y_a))
 
+    # +boost: the held-out toy_b's measurements grow trees on the sum; toy_a keeps the sum alone
+    adapter = boosted.adapter
+    prior_b, prior_a = adapter.score("toy_b", x_b), adapter.score("toy_a", x_a)
+    np.testing.assert_allclose(prior_b, expected, rtol=1e-6)
+    half = len(lat_b) // 2
+    adapter.observe("toy_b", x_b[:half], lat_b[:half])
+    adapter.observe("toy_b", x_b[half:], lat_b[half:])
+    before, after = _accuracy(prior_b, y_b), _accuracy(adapter.score("toy_b", x_b), y_b)
+    assert after > max(before + 0.05, 0.85), (before, after)  # trees fitted the wrong way round end far below
+    np.testing.assert_array_equal(adapter.score("toy_a", x_a), prior_a)
+    np.testing.assert_array_equal(predict(adapter.prior.bundles[1].model, x_b), predict(xgb.model, x_b))
+
     tokens = _bundle("tenset_mlp", x_a, host_platform)
     tokens.featurizer = object()  # any other input than PerStoreFeature rows
     with pytest.raises(ValueError, match="same input"):
-        EnsembleCostModel([mlp, tokens], ["tenset_mlp", "tcl"])
+        EnsemblePrior([mlp, tokens], ["tenset_mlp", "tcl"])
+    with pytest.raises(ValueError, match="frozen' or adapted by 'boost"):
+        make_adapter("moa", mlp, prior=ensemble)
 
 
 def test_adaptations_refuse_models_they_cannot_train(tasks, host_platform):
@@ -214,9 +236,10 @@ def test_cost_model_names_parse_and_fail_early():
     ensemble = parse_cost_model("tenset_mlp,pretrained_xgb+draft")
     assert (ensemble.members, ensemble.registered, ensemble.adaptation, ensemble.draft) == (
         ("tenset_mlp", "pretrained_xgb"), "tenset_mlp,xgb", "frozen", True)
+    assert parse_cost_model("tenset_mlp,pretrained_xgb+boost").adaptation == "boost"
     assert parse_cost_model("tcl").members == ("tcl",)
     for bad, why in (("tenset_mlp,xgb", "distinct learned"), ("tenset_mlp,tenset_mlp", "distinct learned"),
-                     ("tenset_mlp,nope", "no learned model"), ("tenset_mlp,pretrained_xgb+moa", "frozen")):
+                     ("tenset_mlp,nope", "no learned model"), ("tenset_mlp,pretrained_xgb+moa", "boost or frozen")):
         with pytest.raises(ValueError, match=why):
             parse_cost_model(bad)
 

@@ -11,7 +11,8 @@ shift would not).
 
 `adaptation` names how the model learns while tuning (tcl.tvm.online): "frozen" (as it
 was trained), "ft", "moa" (MoA-Pruner) or "boost" (pretrained XGB); `update` hands each
-task's measured programs to it.
+task's measured programs to it. An ensemble (tcl.tvm.ensemble) is the same cost model with a
+`prior` scoring in place of the bundle's own network.
 """
 
 from __future__ import annotations
@@ -73,19 +74,21 @@ class LearnedCostModel(PyCostModel):
     """Scores MetaSchedule candidates with a TCL/TLP/MLP/Tenset-MLP/XGB bundle, adapting as configured."""
 
     def __init__(self, bundle: ModelBundle, spec_vector=None, adaptation: str = "frozen",
-                 settings: OnlineSettings | None = None):
+                 settings: OnlineSettings | None = None, prior=None):
+        """`prior`: an ensemble (tcl.tvm.ensemble) scoring in place of `bundle`'s model, which then only
+        featurizes."""
         import torch
 
         super().__init__()
         torch.set_num_threads(1)  # the Mamba scan's small steps: 1 thread is many times faster on CPU
         self.bundle = bundle
         self.spec_vector = list(spec_vector) if spec_vector is not None else bundle.spec_vector
-        self.adapter = make_adapter(adaptation, bundle, settings)
+        self.adapter = make_adapter(adaptation, bundle, settings, prior)
         self.features = FeatureCache(bundle, self.spec_vector)
 
     def load(self, path: str) -> None:
         self.bundle = ModelBundle.load(path)
-        self.adapter = make_adapter(self.adapter.name, self.bundle, self.adapter.settings)
+        self.adapter = make_adapter(self.adapter.name, self.bundle, self.adapter.settings, self.adapter.prior)
         self.features = FeatureCache(self.bundle, self.spec_vector)
 
     def save(self, path: str) -> None:

@@ -12,7 +12,7 @@ and the search modifiers that go with either.
     <learned>+guard          per task, TVM's XGB takes over while it ranks the task better, and from the
                              start on an operator type the model never trained on (tcl.tvm.guard)
     tenset_mlp,pretrained_xgb  learned models that read the same input, their scores summed, frozen
-                             (tcl.tvm.ensemble)
+                             (tcl.tvm.ensemble); with +boost, per-task trees grown on the sum
 
 e.g. `tcl+moa+draft+moses`, `xgb+draft`. `pretrained_xgb` is the tuning name of the train stage's
 `xgb` model: "xgb" alone is TVM's xgb, the baseline every table compares with.
@@ -112,8 +112,11 @@ def _parse_ensemble(name: str, base: str, adaptations: list[str], modifiers: tup
     if unknown:
         raise ValueError(f"tune.cost_models: {name!r}: no learned model is called {unknown[0]!r}; the learned ones "
                          f"are {sorted(learned_model_names())}")
-    if adaptations and adaptations != ["frozen"]:
-        raise ValueError(f"tune.cost_models: {name!r}: an ensemble is scored frozen; +{adaptations[0]} adapts one "
-                         "model (tcl.tvm.online)")
+    from .online import ADAPTERS
+
+    takes_prior = sorted(n for n, adapter in ADAPTERS.items() if adapter.takes_prior)
+    if adaptations and adaptations[0] not in takes_prior:
+        raise ValueError(f"tune.cost_models: {name!r}: an ensemble is scored {' or '.join(takes_prior)}; "
+                         f"+{adaptations[0]} trains one model's network (tcl.tvm.online)")
     registered = ENSEMBLE_SEP.join(REGISTERED_AS.get(m, m) for m in members)
-    return CostModelName(name, base, registered, "frozen", modifiers)
+    return CostModelName(name, base, registered, (adaptations or ["frozen"])[0], modifiers)

@@ -76,7 +76,7 @@ def cost_model_factories(names: list[str], platform: Platform, params: dict[str,
     named in `tune.bundles` under their base name, else from the registry, adapting as their name
     says, an ensemble from its members': tcl.tvm.names), and for each learned one what it is pinned to."""
     from .cost_model import LearnedCostModel
-    from .ensemble import EnsembleCostModel, check_members
+    from .ensemble import EnsemblePrior
     from .names import REGISTERED_AS
     from .online import OnlineSettings
     from .pinned import ensemble_pin, load_pinned
@@ -99,17 +99,17 @@ def cost_model_factories(names: list[str], platform: Platform, params: dict[str,
                                                                         platform.threads))
             continue
         members = [chosen(name, base) for base in spec.members]
-        if len(members) > 1:
-            bundles = [bundle for bundle, _ in members]
-            check_members(bundles, list(spec.members))  # fails now, not mid-tuning
-            pins[name] = ensemble_pin([pin for _, pin in members], spec.members)
-            factories[name] = (lambda bs=bundles, ms=spec.members: EnsembleCostModel(
-                [copy.deepcopy(b) for b in bs], list(ms), spec_vector=platform.spec_vector))
-            continue
-        bundle, pins[name] = members[0]
-        LearnedCostModel(bundle, adaptation=spec.adaptation, settings=settings)  # fails now, not mid-tuning
-        factories[name] = (lambda b=bundle, a=spec.adaptation: LearnedCostModel(
-            copy.deepcopy(b), spec_vector=platform.spec_vector, adaptation=a, settings=settings))
+        bundles = [bundle for bundle, _ in members]
+        pins[name] = ensemble_pin([pin for _, pin in members], spec.members) if len(members) > 1 else members[0][1]
+
+        def build(bs=bundles, names=spec.members, a=spec.adaptation) -> LearnedCostModel:
+            own = [copy.deepcopy(b) for b in bs]
+            prior = EnsemblePrior(own, list(names)) if len(own) > 1 else None
+            return LearnedCostModel(own[0], spec_vector=platform.spec_vector, adaptation=a, settings=settings,
+                                    prior=prior)
+
+        build()  # fails now, not mid-tuning
+        factories[name] = build
     return factories, pins
 
 

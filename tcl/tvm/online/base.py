@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
 from ...config import settings_from
 from ...registry import registrar
 
+Prior = Callable[[str, np.ndarray], np.ndarray]  # (task, model inputs) -> pretrained scores
 ADAPTERS: dict[str, type["OnlineAdapter"]] = {}
 register_adapter = registrar(ADAPTERS, "online adaptation")
 
@@ -52,9 +53,16 @@ class OnlineAdapter(ABC):
 
     name: ClassVar[str]
     learns: ClassVar[bool] = True  # False: `observe` is never called (nothing to featurize after measuring)
+    takes_prior: ClassVar[bool] = False  # True: the pretrained scores may come from `prior` (an ensemble)
 
-    def __init__(self, bundle, settings: OnlineSettings | None = None):
+    def __init__(self, bundle, settings: OnlineSettings | None = None, prior: Prior | None = None):
+        """`prior(task, x)`, when given, scores in place of the bundle's model (tcl.tvm.ensemble); the bundle
+        still featurizes, and methods that train the bundle's network refuse it."""
+        if prior is not None and not self.takes_prior:
+            raise ValueError(f"online adaptation '{self.name}' trains one network; an ensemble is scored "
+                             f"'frozen' or adapted by 'boost'")
         self.bundle = bundle
+        self.prior = prior
         self.settings = settings or OnlineSettings()
         self._seen: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
         self.updates: dict[str, int] = {}  # task -> adaptations made
@@ -83,7 +91,8 @@ class OnlineAdapter(ABC):
         """Learn from all measured programs of `task` so far (labels in (0, 1], 1 = the best)."""
 
 
-def make_adapter(name: str, bundle, settings: OnlineSettings | None = None) -> OnlineAdapter:
+def make_adapter(name: str, bundle, settings: OnlineSettings | None = None,
+                 prior: Prior | None = None) -> OnlineAdapter:
     if name not in ADAPTERS:
         raise ValueError(f"unknown online adaptation {name!r}; known: {sorted(ADAPTERS)}")
-    return ADAPTERS[name](bundle, settings)
+    return ADAPTERS[name](bundle, settings, prior)

@@ -11,7 +11,8 @@ towards the measurements: what TVM's xgb learns from nothing, it learns on top o
 
 Any model on TVM's PerStoreFeature can be the prior (the trees read the same features,
 summed over stores as TVM's xgb does): the pretrained XGB (for it, trees on its margin are
-the same as more boosting rounds of its own booster) and Tenset-MLP.
+the same as more boosting rounds of its own booster), Tenset-MLP, and an ensemble of them
+(tcl.tvm.ensemble, the `prior`).
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ class BoostAdapter(FrozenAdapter):
             raise ValueError(f"online adaptation 'boost' grows XGBoost trees on TVM's PerStoreFeature; the "
                              f"{bundle.model_name} model reads {bundle.model.input_kind} (use 'moa' or 'ft')")
 
-    def __init__(self, bundle, settings=None):
-        super().__init__(bundle, settings)
+    def __init__(self, bundle, settings=None, prior=None):
+        super().__init__(bundle, settings, prior)
         self.boosters: dict = {}
         model = bundle.model
         # the pretrained XGB's own tree settings; TVM-xgb-like defaults for any other prior

@@ -11,6 +11,7 @@ from .base import OnlineAdapter, register_adapter
 @register_adapter("frozen")
 class FrozenAdapter(OnlineAdapter):
     learns = False
+    takes_prior = True
 
     def score(self, task: str, x: np.ndarray) -> np.ndarray:
-        return predict(self.bundle.model, x)
+        return self.prior(task, x) if self.prior is not None else predict(self.bundle.model, x)

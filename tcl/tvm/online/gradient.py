@@ -20,8 +20,8 @@ class GradientAdapter(OnlineAdapter):
             raise ValueError(f"online adaptation '{self.name}' trains by gradient; the {bundle.model_name} "
                              "model does not (pretrained XGB adapts with 'boost')")
 
-    def __init__(self, bundle, settings=None):
-        super().__init__(bundle, settings)
+    def __init__(self, bundle, settings=None, prior=None):
+        super().__init__(bundle, settings, prior)
         self.models: dict[str, torch.nn.Module] = {}
 
     def score(self, task: str, x: np.ndarray) -> np.ndarray:

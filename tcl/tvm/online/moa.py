@@ -26,8 +26,8 @@ from .gradient import GradientAdapter
 
 @register_adapter("moa")
 class MoAAdapter(GradientAdapter):
-    def __init__(self, bundle, settings=None):
-        super().__init__(bundle, settings)
+    def __init__(self, bundle, settings=None, prior=None):
+        super().__init__(bundle, settings, prior)
         self.siamese = copy.deepcopy(bundle.model)
 
     def adapt(self, task: str, x: np.ndarray, labels: np.ndarray) -> None:
