@@ -3,6 +3,9 @@ while tuning finds a task's best program soonest, before an hour-long tuning run
 
     python benchmarks/bench_online.py --platform zen4-avx512-1c --model tenset_mlp \
         --adaptations frozen boost moa ft --seeds 0 1 2
+    python benchmarks/bench_online.py --platform zen4-avx512-1c --model tenset_mlp,xgb --adaptations frozen boost
+
+(`--model a,b`: the bundles' ensemble, tcl.tvm.ensemble, as the adapters' prior.)
 
 Each task of the split (default: validation, so settings are not chosen on the benchmark's
 held-out networks) is a pool of measured programs; every round the adapter picks the `batch`
@@ -45,13 +48,17 @@ class RandomAdapter:
         pass
 
 
-def adapters(names: list[str], bundle, settings, scratch_rounds: int, seed: int) -> dict:
-    """name -> a factory of fresh adapters over `bundle` (the baselines over a prior that knows nothing)."""
+def adapters(names: list[str], bundles: list, settings, scratch_rounds: int, seed: int) -> dict:
+    """name -> a factory of fresh adapters over `bundles` (one model, or their ensemble; the baselines over a
+    prior that knows nothing)."""
     import torch
 
     from tcl.models import build_model
     from tcl.models.bundle import ModelBundle
+    from tcl.tvm.ensemble import EnsemblePrior
     from tcl.tvm.online import make_adapter
+
+    bundle = bundles[0]
 
     def make(name):
         torch.manual_seed(seed)
@@ -61,7 +68,8 @@ def adapters(names: list[str], bundle, settings, scratch_rounds: int, seed: int)
             blank = ModelBundle("xgb", build_model("xgb", feat_dim=164, seq_len=None, seed=0), bundle.featurizer, bundle.platform,
                                 bundle.spec_vector, {})
             return make_adapter("boost", blank, replace(settings, boost_rounds=scratch_rounds))
-        return make_adapter(name, bundle, settings)
+        prior = EnsemblePrior(bundles, [b.model_name for b in bundles]) if len(bundles) > 1 else None
+        return make_adapter(name, bundle, settings, prior)
 
     return {n: (lambda n=n: make(n)) for n in names}
 
@@ -91,7 +99,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--params", default=str(REPO / "params.yaml"))
     ap.add_argument("--platform", required=True)
-    ap.add_argument("--model", default="tenset_mlp", help="the trained bundle models/<platform>/<model>")
+    ap.add_argument("--model", default="tenset_mlp",
+                    help="the trained bundle models/<platform>/<model>; a,b: those bundles' ensemble")
     ap.add_argument("--split", default="validation")
     ap.add_argument("--adaptations", nargs="+", default=["frozen", "boost", "moa"])
     ap.add_argument("--rounds", type=int, default=6)
@@ -115,18 +124,27 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as e:
         raise SystemExit(str(e)) from e
     settings = OnlineSettings.from_params(params)
-    bundle_dir = REPO / "models" / args.platform / args.model
-    if not (bundle_dir / "bundle.json").exists():
-        raise SystemExit(f"{bundle_dir}: no trained bundle (dvc pull, or dvc repro train@{args.platform})")
-    bundle = ModelBundle.load(bundle_dir)
+    bundles = []
+    for model in args.model.split(","):
+        bundle_dir = REPO / "models" / args.platform / model
+        if not (bundle_dir / "bundle.json").exists():
+            raise SystemExit(f"{bundle_dir}: no trained bundle (dvc pull, or dvc repro train@{args.platform})")
+        bundles.append(ModelBundle.load(bundle_dir))
+    bundle = bundles[0]
     features_dir = REPO / "data" / "features" / args.platform
     splits, _ = model_inputs(bundle.model_name, args.platform, params, features_dir,
                              {args.split: load_split(features_dir, args.split)}, records_root=REPO / "data" / "records")
     split = splits[args.split]
+    ok = np.isfinite(split["mean_sec"]) & (split["mean_sec"] > 0)
+    tasks, counts = np.unique(split["task_key"][ok], return_counts=True)
+    if not (counts >= args.min_programs).any():
+        raise SystemExit(f"{features_dir}: the {args.split} split has no task with >= {args.min_programs} measured "
+                         f"programs ({len(tasks)} tasks, {int(ok.sum())} programs); lower --min-programs or pick "
+                         "another platform")
     names = list(dict.fromkeys([*args.adaptations, *BASELINES]))
     curves: dict[str, list] = {n: [] for n in names}
     for seed in args.seeds:
-        for name, make in adapters(names, bundle, settings, args.scratch_rounds, seed).items():
+        for name, make in adapters(names, bundles, settings, args.scratch_rounds, seed).items():
             curves[name].append(replay_split(make, split, args.rounds, args.batch, seed, args.min_programs))
             last = np.mean([c[-1] for c in curves[name][-1].values()])
             print(f"seed {seed} {name}: {len(curves[name][-1])} tasks, after {args.rounds} rounds {last:.3f}")
