@@ -219,7 +219,7 @@ def test_pacm_learns_the_measured_ranking_and_scores_candidates_as_it_was_traine
 
     def trained(y):
         model = build_model("pacm", feat_dim=PACKED_DIM, seq_len=x.shape[1], seed=0, hidden=32)
-        fit(model, x, y, groups, TrainConfig(epochs=40, batch_size=64, lr=3e-3, seed=0))
+        fit(model, x, y, groups, TrainConfig(epochs=100, batch_size=64, lr=3e-3, seed=0))
         return model
 
     model = trained(labels)
