@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     from tcl.models.bundle import ModelBundle
     from tcl.train.inputs import model_inputs
     from tcl.tvm.online import OnlineSettings
-    from tcl.tvm.online.replay import replay_split
+    from tcl.tvm.online.replay import replay_split, replayable_tasks
 
     try:
         params = apply_overrides(load_params(args.params), args.set)
@@ -135,12 +135,10 @@ def main(argv: list[str] | None = None) -> None:
     splits, _ = model_inputs(bundle.model_name, args.platform, params, features_dir,
                              {args.split: load_split(features_dir, args.split)}, records_root=REPO / "data" / "records")
     split = splits[args.split]
-    ok = np.isfinite(split["mean_sec"]) & (split["mean_sec"] > 0)
-    tasks, counts = np.unique(split["task_key"][ok], return_counts=True)
-    if not (counts >= args.min_programs).any():
+    if not replayable_tasks(split, args.min_programs):
         raise SystemExit(f"{features_dir}: the {args.split} split has no task with >= {args.min_programs} measured "
-                         f"programs ({len(tasks)} tasks, {int(ok.sum())} programs); lower --min-programs or pick "
-                         "another platform")
+                         f"programs ({len(np.unique(split['task_key']))} tasks, {len(split['task_key'])} programs); "
+                         "lower --min-programs or pick another platform")
     names = list(dict.fromkeys([*args.adaptations, *BASELINES]))
     curves: dict[str, list] = {n: [] for n in names}
     for seed in args.seeds:

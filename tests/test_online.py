@@ -207,7 +207,7 @@ def test_an_ensemble_sums_its_members_standardized_once_per_task(tasks, host_pla
     tokens.featurizer = object()  # any other input than PerStoreFeature rows
     with pytest.raises(ValueError, match="same input"):
         EnsemblePrior([mlp, tokens], ["tenset_mlp", "tcl"])
-    with pytest.raises(ValueError, match="frozen' or adapted by 'boost"):
+    with pytest.raises(ValueError, match="an ensemble is scored boost or frozen"):
         make_adapter("moa", mlp, prior=ensemble)
 
 

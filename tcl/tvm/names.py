@@ -112,9 +112,9 @@ def _parse_ensemble(name: str, base: str, adaptations: list[str], modifiers: tup
     if unknown:
         raise ValueError(f"tune.cost_models: {name!r}: no learned model is called {unknown[0]!r}; the learned ones "
                          f"are {sorted(learned_model_names())}")
-    from .online import ADAPTERS
+    from .online.base import prior_adaptations
 
-    takes_prior = sorted(n for n, adapter in ADAPTERS.items() if adapter.takes_prior)
+    takes_prior = prior_adaptations()
     if adaptations and adaptations[0] not in takes_prior:
         raise ValueError(f"tune.cost_models: {name!r}: an ensemble is scored {' or '.join(takes_prior)}; "
                          f"+{adaptations[0]} trains one model's network (tcl.tvm.online)")

@@ -60,7 +60,7 @@ class OnlineAdapter(ABC):
         still featurizes, and methods that train the bundle's network refuse it."""
         if prior is not None and not self.takes_prior:
             raise ValueError(f"online adaptation '{self.name}' trains one network; an ensemble is scored "
-                             f"'frozen' or adapted by 'boost'")
+                             f"{' or '.join(prior_adaptations())}")
         self.bundle = bundle
         self.prior = prior
         self.settings = settings or OnlineSettings()
@@ -89,6 +89,11 @@ class OnlineAdapter(ABC):
 
     def adapt(self, task: str, x: np.ndarray, labels: np.ndarray) -> None:
         """Learn from all measured programs of `task` so far (labels in (0, 1], 1 = the best)."""
+
+
+def prior_adaptations() -> list[str]:
+    """The adaptations that take an ensemble as their prior (`takes_prior`)."""
+    return sorted(name for name, adapter in ADAPTERS.items() if adapter.takes_prior)
 
 
 def make_adapter(name: str, bundle, settings: OnlineSettings | None = None,

@@ -43,11 +43,12 @@ def replay_split(make: Callable[[], OnlineAdapter], split: dict[str, np.ndarray]
     fresh adapter per split (tasks keep their own state inside it, as in a tuning run)."""
     adapter = make()
     rng = np.random.default_rng(seed)
+    return {str(task): replay_task(adapter, str(task), split["x"][rows], split["mean_sec"][rows], rounds, batch, rng)
+            for task, rows in replayable_tasks(split, min_programs).items()}
+
+
+def replayable_tasks(split: dict[str, np.ndarray], min_programs: int) -> dict:
+    """task key -> rows of its measured programs, for the tasks of `split` with at least `min_programs`."""
     ok = np.isfinite(split["mean_sec"]) & (split["mean_sec"] > 0)
-    curves = {}
-    for task in np.unique(split["task_key"][ok]):
-        rows = np.flatnonzero(ok & (split["task_key"] == task))
-        if len(rows) >= min_programs:
-            curves[str(task)] = replay_task(adapter, str(task), split["x"][rows], split["mean_sec"][rows],
-                                            rounds, batch, rng)
-    return curves
+    tasks = {task: np.flatnonzero(ok & (split["task_key"] == task)) for task in np.unique(split["task_key"][ok])}
+    return {task: rows for task, rows in tasks.items() if len(rows) >= min_programs}
