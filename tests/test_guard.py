@@ -128,6 +128,32 @@ def test_a_task_of_an_operator_type_the_model_never_trained_on_is_xgbs_throughou
     assert np.allclose(unknown.predict(context, candidates), good.predict(context, candidates))
 
 
+def test_handoff_gives_each_task_to_xgb_after_its_first_batches_whatever_the_ranking(measured, host_platform):
+    from tvm.s_tir import meta_schedule as ms
+
+    context, candidates, results, speed = measured
+    task = str(context.task_name)
+    other = ms.TuneContext(context.mod, target=host_platform.tvm_target(), task_name="another task",
+                           num_threads=1)
+    good, bad = ByMeasuredSpeed(speed), ByMeasuredSpeed(speed, reverse=True)
+    # the learned model ranks this task perfectly, and still hands it over: the hand-off counts batches
+    handed = GuardedCostModel(good, bad, GuardSettings(handoff_batches=2), handoff=True)
+    _feed(handed, context, candidates[:8], results[:8])
+    assert not handed.on_fallback
+    assert np.allclose(handed.predict(context, candidates), good.predict(context, candidates))
+    _feed(handed, context, candidates[8:], results[8:])
+    assert handed.on_fallback == handed.handed_off == {task} and handed.switches == [(task, 2, "handoff")]
+    assert np.allclose(handed.predict(context, candidates), bad.predict(context, candidates))
+    assert bad.updates == 3   # the fallback learned every batch, the ones before the hand-off too
+    assert len(handed.accuracy[task]) == 1   # compared on its first batch only: nothing can hand it back
+    # a task with no batches yet stays the learned model's
+    assert np.allclose(handed.predict(other, candidates), good.predict(other, candidates))
+    # without +handoff the same feed keeps the task on the learned model that ranks it well
+    guarded = GuardedCostModel(good, bad, GuardSettings(handoff_batches=2))
+    _feed(guarded, context, candidates, results)
+    assert not guarded.on_fallback
+
+
 def test_guard_settings_and_names():
     from tcl.tvm.names import parse_cost_model
 
@@ -142,3 +168,8 @@ def test_guard_settings_and_names():
     assert spec.guard and spec.adaptation == "moa" and not parse_cost_model("tcl+draft").guard
     with pytest.raises(ValueError, match="nothing to guard"):
         parse_cost_model("xgb+guard")
+    with pytest.raises(ValueError, match="handoff_batches"):
+        GuardSettings(handoff_batches=0)
+    assert parse_cost_model("tenset_mlp+handoff").handoff and not spec.handoff
+    with pytest.raises(ValueError, match="hand over"):
+        parse_cost_model("xgb+handoff")

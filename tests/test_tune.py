@@ -115,6 +115,24 @@ def test_user_network_is_tuned_from_scratch_and_its_library_runs(user_network, t
     assert all(0 < ms < 1e3 for ms in tuned.values()) and 0 < reference_ms < 1e3
 
 
+def test_handoff_reaches_the_search_and_hands_every_task_to_xgb_after_its_first_batch(user_network, tmp_path,
+                                                                                       host_platform):
+    """`<model>+handoff` in tune_network: the model named so scores each task's first batch, TVM's XGB
+    (a real XGBModel beside it) every later one; the run lists each task's hand-off."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from tcl.tvm.compare import tune_side_by_side
+
+    (run,) = tune_side_by_side(str(user_network), host_platform,
+                               {"mine+handoff": lambda: ms.cost_model.RandomModel(seed=0)}, trials=8,
+                               work_root=tmp_path, seed=0, num_trials_per_iter=2, runner_cfg={"number": 1, "repeat": 1},
+                               params={"tune": {"search": TINY_SEARCH}})
+    tasks = {t["task"] for t in run.result.task_results if t["trials"]}  # the tasks that got a batch
+    assert len(tasks) >= 2
+    assert sorted(run.result.guard_switches) == sorted((t, 1, "handoff") for t in tasks)
+    assert set(run.result.fallback_tasks) == tasks
+
+
 @pytest.mark.slow
 def test_learned_models_get_their_own_trials_per_round(user_network, tmp_path, host_platform):
     """tune.learned_trials_per_iter reaches the scheduler: a model with 1 trial per task per round has

@@ -13,6 +13,11 @@ Pairwise accuracy on batches the learned model picked itself does not expose a m
 an operator it never saw (M5's conv1d on a model trained on 2-D convolutions kept every task and tuned
 the heaviest one 1.5x slower than XGB). So a task whose operator type has fewer than `familiar_tasks`
 tasks in the model's training data (the bundle's `op_types`) is XGB's from its first batch to the end.
+
+Handed off (`+handoff`), every task is XGB's for good once the learned model has picked its first
+`handoff_batches` measured batches: the knowledge base makes the cold-start picks, where it is far
+ahead of an XGB that has seen nothing, and the task's own measurements (those picks, which also seed
+the next populations) teach XGB from there, where a frozen model stalls (docs/results.md, ResNet-50).
 """
 
 from __future__ import annotations
@@ -37,11 +42,13 @@ class GuardSettings:
     window: int = 3         # measured batches of a task the two rankers are compared over
     margin: float = 0.05    # pairwise accuracy by which the other ranker must lead to take the task
     familiar_tasks: int = 1  # training tasks of its operator type a task needs to start on the learned model
+    handoff_batches: int = 1  # +handoff: a task's measured batches the learned model picks before XGB takes it
 
     def __post_init__(self):
-        if self.window < 1 or not 0.0 <= self.margin < 1.0 or self.familiar_tasks < 0:
-            raise ValueError(f"params.yaml tune.guard: need window >= 1, 0 <= margin < 1 and familiar_tasks >= 0, "
-                             f"got window={self.window}, margin={self.margin}, familiar_tasks={self.familiar_tasks}")
+        if self.window < 1 or not 0.0 <= self.margin < 1.0 or self.familiar_tasks < 0 or self.handoff_batches < 1:
+            raise ValueError(f"params.yaml tune.guard: need window >= 1, 0 <= margin < 1, familiar_tasks >= 0 and "
+                             f"handoff_batches >= 1, got window={self.window}, margin={self.margin}, "
+                             f"familiar_tasks={self.familiar_tasks}, handoff_batches={self.handoff_batches}")
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "GuardSettings":
@@ -52,15 +59,21 @@ class GuardSettings:
 class GuardedCostModel(PyCostModel):
     """Scores each task with `inner` or `fallback`, whichever ranked its recent measured batches better;
     `fallback` alone scores the tasks of operator types `inner` was not trained on (`op_types`: training
-    tasks per operator type; None when unknown, and then every task starts on `inner`)."""
+    tasks per operator type; None when unknown, and then every task starts on `inner`). With `handoff`,
+    a task is `fallback`'s for good after `settings.handoff_batches` measured batches."""
 
-    def __init__(self, inner, fallback, settings: GuardSettings, op_types: dict[str, int] | None = None):
+    def __init__(self, inner, fallback, settings: GuardSettings, op_types: dict[str, int] | None = None,
+                 handoff: bool = False):
         super().__init__()
         self.inner, self.fallback, self.settings, self.op_types = inner, fallback, settings, op_types
+        self.handoff = handoff
         self.accuracy: dict[str, list[tuple[float, float]]] = {}  # task -> (inner, fallback) per batch
+        self.batches: dict[str, int] = {}  # task -> measured batches so far
         self.on_fallback: set[str] = set()
         self.unfamiliar: dict[str, str] = {}  # task -> its operator type, absent from the training data
-        self.switches: list[tuple[str, int, str]] = []  # (task, batch, "fallback" | "inner" | "unfamiliar")
+        self.handed_off: set[str] = set()
+        self.switches: list[tuple[str, int, str]] = []  # (task, batch, "fallback" | "inner" | "unfamiliar"
+        #                                                   | "handoff")
         self._seen: set[str] = set()
 
     def _task(self, context) -> str:
@@ -89,7 +102,13 @@ class GuardedCostModel(PyCostModel):
     def update(self, context, candidates, results) -> None:
         task = self._task(context)
         ran = [i for i, r in enumerate(results) if r.error_msg is None and r.run_secs]
-        if len(ran) >= 2 and task not in self.unfamiliar:  # an unfamiliar task stays XGB's: nothing to compare
+        self.batches[task] = self.batches.get(task, 0) + 1
+        if self.handoff and task not in self.on_fallback and self.batches[task] >= self.settings.handoff_batches:
+            self.on_fallback.add(task)
+            self.handed_off.add(task)
+            self.switches.append((task, self.batches[task], "handoff"))
+        # an unfamiliar or handed-off task stays XGB's: nothing to compare
+        if len(ran) >= 2 and task not in self.unfamiliar and task not in self.handed_off:
             measured = [candidates[i] for i in ran]
             speed = 1.0 / np.asarray([np.mean([float(s) for s in results[i].run_secs]) for i in ran])
             same_task = np.zeros(len(ran))

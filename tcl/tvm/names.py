@@ -11,6 +11,8 @@ and the search modifiers that go with either.
     ...+moses                tasks stop being measured once they settle (tcl.tvm.controller)
     <learned>+guard          per task, TVM's XGB takes over while it ranks the task better, and from the
                              start on an operator type the model never trained on (tcl.tvm.guard)
+    <learned>+handoff        the model picks each task's first tune.guard.handoff_batches batches, TVM's XGB
+                             (learning from every measurement) the rest (tcl.tvm.guard)
     tenset_mlp,pretrained_xgb  learned models that read the same input, their scores summed, frozen
                              (tcl.tvm.ensemble); with +boost, per-task trees grown on the sum
 
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 BUILTIN_COST_MODELS = ("xgb", "random")
 REGISTERED_AS = {"pretrained_xgb": "xgb"}  # tuning name -> the registered model's name
-MODIFIERS = ("draft", "moses", "guard")
+MODIFIERS = ("draft", "moses", "guard", "handoff")
 ENSEMBLE_SEP = ","
 
 
@@ -51,6 +53,10 @@ class CostModelName:
     @property
     def guard(self) -> bool:
         return "guard" in self.modifiers
+
+    @property
+    def handoff(self) -> bool:
+        return "handoff" in self.modifiers
 
     @property
     def members(self) -> tuple[str, ...]:
@@ -94,9 +100,9 @@ def parse_cost_model(name: str, known_base: bool = True) -> CostModelName:
         if adaptations:
             raise ValueError(f"tune.cost_models: {name!r}: TVM's {base} does not take +{adaptations[0]} "
                              "(a pretrained XGB is 'pretrained_xgb+boost')")
-        if "guard" in modifiers:
-            raise ValueError(f"tune.cost_models: {name!r}: +guard puts TVM's xgb beside a learned model; "
-                             f"TVM's {base} has nothing to guard")
+        if "guard" in modifiers or "handoff" in modifiers:
+            raise ValueError(f"tune.cost_models: {name!r}: +guard and +handoff put TVM's xgb beside a learned "
+                             f"model; TVM's {base} has nothing to guard or hand over")
         return CostModelName(name, base, base, "", modifiers)
     return CostModelName(name, base, REGISTERED_AS.get(base, base), (adaptations or ["frozen"])[0], modifiers)
 

@@ -155,8 +155,9 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     (here, or on the platform's board over RPC). `controller` (tcl.tvm.controller.ControllerSettings)
     stops measuring tasks whose best latency has settled, leaving their trials to the others; `draft`
     (tcl.tvm.draft.DraftSettings) has PSA draft and `cost_model` verify; `guard` (tcl.tvm.guard.GuardSettings)
-    lets TVM's XGB score the tasks it ranks better than a learned `cost_model`. Each is on when its settings
-    say `enabled` or `cost_model_name` carries its modifier (+moses, +draft, +guard: tcl.tvm.names); `params`
+    lets TVM's XGB score the tasks it ranks better than a learned `cost_model` (with +handoff: every task after
+    its first batches). Each is on when its settings say `enabled` or `cost_model_name` carries its modifier
+    (+moses, +draft, +guard, +handoff: tcl.tvm.names); `params`
     gives PSA's knobs (params.yaml tune.psa).
     """
 
@@ -185,13 +186,13 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     controller = controller if (controller.enabled or spec.moses) else None
     guard = guard or GuardSettings()
     guarded = None
-    if (guard.enabled and not spec.builtin) or spec.guard:
+    if (guard.enabled and not spec.builtin) or spec.guard or spec.handoff:
         fallback = make_builtin_cost_model("xgb", seed, platform.threads)
         op_types = getattr(getattr(cost_model, "bundle", None), "op_types", None)
         if op_types is None:
-            log.warning("%s: the bundle does not say which operator types it was trained on; the guard only "
-                        "compares rankers (retrain, or see tcl.tvm.pinned.add_op_types)", cost_model_name)
-        cost_model = guarded = GuardedCostModel(cost_model, fallback, guard, op_types)
+            log.warning("%s: the bundle does not say which operator types it was trained on; the guard does not "
+                        "keep unfamiliar ones from it (retrain, or see tcl.tvm.pinned.add_op_types)", cost_model_name)
+        cost_model = guarded = GuardedCostModel(cost_model, fallback, guard, op_types, handoff=spec.handoff)
     draft = draft or DraftSettings()
     if draft.enabled or spec.draft:
         search = dataclasses.replace(search or SearchSettings(), population=draft.population)
