@@ -145,6 +145,7 @@ def test_handoff_gives_each_task_to_xgb_after_its_first_batches_whatever_the_ran
     assert handed.on_fallback == handed.handed_off == {task} and handed.switches == [(task, 2, "handoff")]
     assert np.allclose(handed.predict(context, candidates), bad.predict(context, candidates))
     assert bad.updates == 3   # the fallback learned every batch, the ones before the hand-off too
+    assert good.updates == 1  # the learned model, only the batch before it: it never scores the task again
     assert len(handed.accuracy[task]) == 1   # compared on its first batch only: nothing can hand it back
     # a task with no batches yet stays the learned model's
     assert np.allclose(handed.predict(other, candidates), good.predict(other, candidates))

@@ -117,7 +117,8 @@ class GuardedCostModel(PyCostModel):
             if all(np.isfinite(accuracy)):
                 self.accuracy.setdefault(task, []).append(accuracy)
                 self._choose(task)
-        self.inner.update(context, candidates, results)
+        if task not in self.handed_off:  # a handed-off task is never scored by `inner` again: nothing to learn
+            self.inner.update(context, candidates, results)
         self.fallback.update(context, candidates, results)
 
     def _choose(self, task: str) -> None:
