@@ -137,7 +137,8 @@ def main(argv: list[str] | None = None) -> None:
     split = splits[args.split]
     if not replayable_tasks(split, args.min_programs):
         raise SystemExit(f"{features_dir}: the {args.split} split has no task with >= {args.min_programs} measured "
-                         f"programs ({len(np.unique(split['task_key']))} tasks, {len(split['task_key'])} programs); "
+                         f"programs (the split holds {len(np.unique(split['task_key']))} tasks, {len(split['task_key'])} programs "
+                         "measured or not); "
                          "lower --min-programs or pick another platform")
     names = list(dict.fromkeys([*args.adaptations, *BASELINES]))
     curves: dict[str, list] = {n: [] for n in names}
