@@ -155,6 +155,18 @@ def test_handoff_gives_each_task_to_xgb_after_its_first_batches_whatever_the_ran
     assert not guarded.on_fallback
 
 
+def test_a_task_the_accuracy_test_gave_xgb_before_its_handoff_is_handed_off_for_good(measured):
+    context, candidates, results, speed = measured
+    task = str(context.task_name)
+    good, bad = ByMeasuredSpeed(speed), ByMeasuredSpeed(speed, reverse=True)
+    # a backward learned model loses the task to XGB on its first batch (window 1), before the hand-off count
+    handed = GuardedCostModel(bad, good, GuardSettings(window=1, margin=0.05, handoff_batches=2), handoff=True)
+    _feed(handed, context, candidates[:16], results[:16])
+    assert handed.switches == [(task, 1, "fallback"), (task, 2, "handoff")]
+    assert handed.handed_off == handed.on_fallback == {task}  # so the accuracy test can never give it back
+    assert np.allclose(handed.predict(context, candidates), good.predict(context, candidates))
+
+
 def test_guard_settings_and_names():
     from tcl.tvm.names import parse_cost_model
 

@@ -103,7 +103,9 @@ class GuardedCostModel(PyCostModel):
         task = self._task(context)
         ran = [i for i, r in enumerate(results) if r.error_msg is None and r.run_secs]
         self.batches[task] = self.batches.get(task, 0) + 1
-        if self.handoff and task not in self.on_fallback and self.batches[task] >= self.settings.handoff_batches:
+        # a task the accuracy test already gave XGB is handed off too, or the test could give it back
+        if (self.handoff and task not in self.handed_off and task not in self.unfamiliar
+                and self.batches[task] >= self.settings.handoff_batches):
             self.on_fallback.add(task)
             self.handed_off.add(task)
             self.switches.append((task, self.batches[task], "handoff"))
