@@ -322,7 +322,7 @@ def search_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]]) -> lis
     so rows tuned with other settings than params.yaml's say so; runs from before stop 39 recorded none."""
     seen: dict[str, set[str]] = {}
     for tables in seed_tables.values():
-        for rows in tables.values():
+        for seed, rows in tables.items():
             for row in rows:
                 found = row.get("search")
                 if not found:
@@ -330,6 +330,8 @@ def search_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]]) -> lis
                 text = f"population {found['population']}, {found['genetic_iters']} generations"
                 if "draft_verify" in found:
                     text += f", PSA drafts and the model verifies {found['draft_verify']}"
+                    if row.get("draft_share") is not None:  # runs from stop 54 on time PSA apart
+                        text += f" (seed {seed}: PSA {row['draft_share']:.2f} of the wall time)"
                 if "controller" in found:
                     c = found["controller"]
                     text += f", controller window {c['window']} cv < {c['cv_threshold']}"

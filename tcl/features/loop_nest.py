@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from tvm_ffi._ffi_api import ArrayGetItem as _array_item, ArraySize as _array_size
+
 # What a loop does with its iterations, as PSA tells them apart.
 SERIAL, PARALLEL, VECTORIZED, UNROLLED, THREAD = "serial", "parallel", "vectorized", "unrolled", "thread"
 _FOR_KINDS = {0: SERIAL, 1: PARALLEL, 2: VECTORIZED, 3: UNROLLED, 4: THREAD}
@@ -82,6 +84,11 @@ class LoopNest:
         return math.prod(self.loops[i].extent for i in stmt.loops)
 
 
+def _items(array) -> list:
+    """An FFI Array's elements: iterating one asks for its length before every element, three times slower."""
+    return [_array_item(array, i) for i in range(_array_size(array))]
+
+
 def _int(expr, default: int = 1) -> int:
     value = expr if isinstance(expr, int) else getattr(expr, "value", None)
     return int(value) if isinstance(value, int) else default
@@ -138,8 +145,8 @@ class _Walker:
         key = hash(buffer)  # a buffer is read many times: its name, scope, dtype and shape once
         if key not in self.buffers:
             self.buffers[key] = (str(buffer.name), str(buffer.scope()), _bytes(buffer.dtype),
-                                 tuple(_int(s, 1 << 30) for s in buffer.shape))
-        return Access(*self.buffers[key], tuple(self.index(i) for i in indices))
+                                 tuple(_int(s, 1 << 30) for s in _items(buffer.shape)))
+        return Access(*self.buffers[key], tuple(self.index(i) for i in _items(indices)))
 
     def ops_and_loads(self, expr, loads: list) -> int:
         """Arithmetic operations in `expr`; its BufferLoads are appended to `loads`."""
@@ -149,7 +156,7 @@ class _Walker:
             return 0
         ops = 1 if kind in _ARITH else 0
         if kind == "Call":
-            return ops + sum(self.ops_and_loads(arg, loads) for arg in expr.args)
+            return ops + sum(self.ops_and_loads(arg, loads) for arg in _items(expr.args))
         for child in ("a", "b", "value", "condition", "true_value", "false_value"):
             sub = getattr(expr, child, None)
             if hasattr(sub, "same_as"):  # an expression (IntImm's `value` is a Python int)
@@ -159,7 +166,7 @@ class _Walker:
     def visit(self, stmt, loops: tuple[int, ...], unroll: int) -> None:
         kind = type(stmt).__name__
         if kind == "SeqStmt":
-            for s in stmt.seq:
+            for s in _items(stmt.seq):
                 self.visit(s, loops, unroll)
         elif kind == "For":
             step = _int(stmt.annotations.get("pragma_auto_unroll_max_step", 0), 0) or unroll
@@ -175,10 +182,10 @@ class _Walker:
             self.visit(stmt.body, loops + (loop_id,), step)
         elif kind == "SBlockRealize":
             block = stmt.block
-            for iv, value in zip(block.iter_vars, stmt.iter_values):
+            for iv, value in zip(_items(block.iter_vars), _items(stmt.iter_values)):
                 self.env[hash(iv.var)] = self.affine(value)
-            for buf in block.alloc_buffers:
-                size = math.prod(_int(s, 1) for s in buf.shape) * _bytes(buf.dtype)
+            for buf in _items(block.alloc_buffers):
+                size = math.prod(_int(s, 1) for s in _items(buf.shape)) * _bytes(buf.dtype)
                 self.nest.allocs.append((str(buf.name), str(buf.scope()), size))
             if block.init is not None:
                 self.visit(block.init, loops, unroll)
@@ -247,9 +254,10 @@ class StatementTiles:
             self.spans.append(dims)
             # a tile is loaded again for every iteration of the outer loops up to the innermost one it depends on
             outer, product, deepest = [1] * (len(ids) + 1), 1, 1
+            used = {loop for ix in a.indices for loop, _ in ix.coefs}
             for d in range(len(ids)):
                 product *= extents[d]
-                if a.depends_on(ids[d]):
+                if ids[d] in used:
                     deepest = product
                 outer[d + 1] = deepest
             self.outer.append(outer)

@@ -87,6 +87,7 @@ def comparison_table(runs: list[ModelRun], baseline: str) -> list[dict[str, Any]
             f"trials_to_{baseline}_final": reach.trial if reach else None,
             f"seconds_to_{baseline}_final": round(reach.seconds, 1) if reach else None,
             "cost_model_share": round(run.result.cost_model_share, 4),
+            "draft_share": round(run.result.draft_share, 4) if run.result.draft_share is not None else None,
             "feature_cache_hit_rate": run.result.feature_cache_hit_rate,
             "fallback_tasks": len(run.result.fallback_tasks),  # +guard: tasks TVM's XGB scored at the end
             "guard_switches": [list(switch) for switch in run.result.guard_switches],

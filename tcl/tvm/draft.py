@@ -9,6 +9,7 @@ cost model works inside: a registered one adapting online, TVM's XGB, the random
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,7 @@ class DraftThenVerify(PyCostModel):
         super().__init__()
         self.inner, self.analyzer, self.verify = inner, analyzer, int(verify)
         self.psa_scores = ProgramMemo(max_entries=100_000)  # a float each
+        self.draft_seconds = 0.0  # PSA's part of the cost model's time (hashing included), for the share report
 
     def load(self, path: str) -> None:
         self.inner.load(path)
@@ -72,5 +74,7 @@ class DraftThenVerify(PyCostModel):
     def draft(self, context, candidates) -> np.ndarray:
         """PSA's score of each candidate; a program this task has seen is looked up, not analysed again
         (tcl.tvm.memo)."""
+        start = time.perf_counter()
         scores = self.psa_scores.lookup(context, candidates, lambda cs: self.analyzer.scores([c.sch.mod for c in cs]))
+        self.draft_seconds += time.perf_counter() - start
         return np.asarray(scores, dtype="float64")

@@ -33,6 +33,7 @@ class TuningResult:
     tasks: int
     wall_seconds: float
     cost_model_seconds: float
+    draft_seconds: float | None = None  # +draft: PSA's part of cost_model_seconds
     curve: list = field(default_factory=list)  # CurvePoint per measured batch
     feature_cache_hit_rate: float | None = None  # share of scored candidates whose features were cached
     stopped_tasks: list = field(default_factory=list)  # names of tasks the Moses controller ended, in order
@@ -46,6 +47,13 @@ class TuningResult:
     @property
     def cost_model_share(self) -> float:
         return self.cost_model_seconds / self.wall_seconds if self.wall_seconds else 0.0
+
+    @property
+    def draft_share(self) -> float | None:
+        """+draft: PSA's share of the wall time (the rest of cost_model_share is the verifying model)."""
+        if self.draft_seconds is None or not self.wall_seconds:
+            return None
+        return self.draft_seconds / self.wall_seconds
 
     @property
     def final_estimate(self) -> float:
@@ -235,6 +243,7 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     return TuningResult(network=network, platform=platform.name, cost_model=cost_model_name,
                         trials=curve.trials, trial_budget=trials, tasks=len(contexts), wall_seconds=wall,
                         cost_model_seconds=timed.seconds, curve=curve.points, database=database,
+                        draft_seconds=cost_model.draft_seconds if isinstance(cost_model, DraftThenVerify) else None,
                         stopped_tasks=list(stopped), settings=settings,
                         fallback_tasks=sorted(guarded.on_fallback) if guarded is not None else [],
                         guard_switches=list(guarded.switches) if guarded is not None else [],
