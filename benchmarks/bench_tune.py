@@ -322,7 +322,7 @@ def search_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]]) -> lis
     so rows tuned with other settings than params.yaml's say so; runs from before stop 39 recorded none."""
     seen: dict[str, set[str]] = {}
     for tables in seed_tables.values():
-        for seed, rows in tables.items():
+        for rows in tables.values():
             for row in rows:
                 found = row.get("search")
                 if not found:
@@ -330,8 +330,6 @@ def search_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]]) -> lis
                 text = f"population {found['population']}, {found['genetic_iters']} generations"
                 if "draft_verify" in found:
                     text += f", PSA drafts and the model verifies {found['draft_verify']}"
-                    if row.get("draft_share") is not None:  # runs from stop 54 on time PSA apart
-                        text += f" (seed {seed}: PSA {row['draft_share']:.2f} of the wall time)"
                 if "controller" in found:
                     c = found["controller"]
                     text += f", controller window {c['window']} cv < {c['cv_threshold']}"
@@ -340,6 +338,14 @@ def search_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]]) -> lis
         return []
     return ["search settings recorded by the runs: " + "; ".join(f"{m}: {' / '.join(sorted(t))}"
                                                                   for m, t in seen.items()) + "."]
+
+
+def draft_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]]) -> list[str]:
+    """PSA's part of each drafted run's cost-model share (runs from stop 54 on time it apart)."""
+    parts = [f"{row['cost_model']} seed {seed} {row['draft_share']:.3f} of {row['cost_model_share']:.3f}"
+             for tables in seed_tables.values() for seed, rows in tables.items() for row in rows
+             if row.get("draft_share") is not None]
+    return ["PSA's share of the wall time, of the cost model's: " + "; ".join(parts) + "."] if parts else []
 
 
 def task_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]], baseline: str) -> list[str]:
@@ -524,7 +530,7 @@ def main() -> None:
         raise SystemExit("nothing to report: no seed has every model tuned yet")
     seeds = {name: sorted(tables) for name, tables in seed_tables.items()}
     prov = provenance(__file__)  # the learned models' own data versions are in their pins (per_seed rows)
-    notes = search_notes(seed_tables) + task_notes(seed_tables, baseline)
+    notes = search_notes(seed_tables) + draft_notes(seed_tables) + task_notes(seed_tables, baseline)
     text = render(summary, baseline, seeds, budgets, retimed=retimed, settings=notes) + f"- {provenance_line(prov)}\n"
     print(text)
     (out / "summary.md").write_text(text)

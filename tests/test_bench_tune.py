@@ -202,6 +202,13 @@ def test_the_report_names_each_models_recorded_search_settings(bench):
     assert bench.search_notes({"net": {0: [_row("tcl", 1.0, 65)]}}) == []
 
 
+def test_the_report_gives_psa_part_of_each_drafted_runs_cost_model_share(bench):
+    rows = [{**_row("tenset_mlp+draft", 1.0, 65), "draft_share": 0.062}, _row("xgb", 1.0, 65)]
+    (note,) = bench.draft_notes({"net": {2: rows}})
+    assert "tenset_mlp+draft seed 2 0.062 of 0.100" in note and "xgb" not in note
+    assert bench.draft_notes({"net": {0: [_row("tenset_mlp+draft", 1.0, 65)]}}) == []  # a run from before stop 54
+
+
 def test_the_report_names_the_task_that_cost_a_run_the_most_against_xgb(bench):
     """M5 seed 1's case: the network trails XGB because one heavy task stalled; a light task behind by more
     (in ratio) costs less of the estimate, and a task ahead of XGB's is no cost at all."""
