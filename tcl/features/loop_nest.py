@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from tvm_ffi._ffi_api import ArrayGetItem as _array_item, ArraySize as _array_size
+from .ffi_arrays import items as _items
 
 # What a loop does with its iterations, as PSA tells them apart.
 SERIAL, PARALLEL, VECTORIZED, UNROLLED, THREAD = "serial", "parallel", "vectorized", "unrolled", "thread"
@@ -82,11 +82,6 @@ class LoopNest:
 
     def iterations(self, stmt: Statement) -> int:
         return math.prod(self.loops[i].extent for i in stmt.loops)
-
-
-def _items(array) -> list:
-    """An FFI Array's elements: iterating one asks for its length before every element, three times slower."""
-    return [_array_item(array, i) for i in range(_array_size(array))]
 
 
 def _int(expr, default: int = 1) -> int:

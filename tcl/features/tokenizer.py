@@ -56,6 +56,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from tcl.data.store import atomic_write_bytes
+from tcl.features import ffi_arrays
 from tcl.features.hardware import HardwareNormalizer, slog1p
 from tcl.features.kinds import TOKENS, register_featurizer
 
@@ -306,12 +307,10 @@ def _ffi() -> tuple:
     global _FFI
     if _FFI is None:
         import tvm_ffi
-        from tvm_ffi import _ffi_api as ffi_api
         from tvm.ir.prim.expr import FloatImm, IntImm
         from tvm.s_tir.schedule import _ffi_api as sched_api
 
-        _FFI = (sched_api.TraceAsJSON, ffi_api.ArrayGetItem, ffi_api.ArraySize,
-                tvm_ffi.Array, (IntImm, FloatImm), tvm_ffi.core.String)
+        _FFI = (sched_api.TraceAsJSON, *ffi_arrays.handles(), tvm_ffi.Array, (IntImm, FloatImm), tvm_ffi.core.String)
     return _FFI
 
 
