@@ -166,6 +166,12 @@ def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int], digests:
     return done
 
 
+def curve_final(curve: list) -> float:
+    """A curve's last estimate, read off the curve rather than the row: curves.csv keeps 6 digits, so a row's
+    full-precision final can sit just below the very point that reached it."""
+    return next((p.estimated_latency for p in reversed(curve) if math.isfinite(p.estimated_latency)), math.nan)
+
+
 def seed_table(done: dict[str, tuple[dict[str, Any], list]], models: list[str], baseline: str) -> list[dict]:
     """The seed's rows in `models` order, with each model's reach-the-baseline figures measured against
     this seed's baseline curve (a model tuned on its own was its own baseline), and the baseline's
@@ -173,13 +179,8 @@ def seed_table(done: dict[str, tuple[dict[str, Any], list]], models: list[str], 
     from tcl.tvm.compare import behind, first_reaching
     from tcl.tvm.curve import CurvePoint
 
-    def final(curve: list[CurvePoint]) -> float:
-        # read off the curve, not the row: curves.csv keeps 6 digits, so a row's full-precision final
-        # can sit just below the very point that reached it
-        return next((p.estimated_latency for p in reversed(curve) if math.isfinite(p.estimated_latency)), math.nan)
-
     base_curve = [CurvePoint(t, sec, ms) for t, sec, ms in done[baseline][1]]
-    target = final(base_curve)
+    target = curve_final(base_curve)
     base_reach = first_reaching(base_curve, target)  # when the baseline itself got there
     rows = []
     for model in models:
@@ -187,7 +188,7 @@ def seed_table(done: dict[str, tuple[dict[str, Any], list]], models: list[str], 
         curve = [CurvePoint(t, sec, ms) for t, sec, ms in points]
         reach = first_reaching(curve, target)
         # the other way round: how long the baseline took to reach this model's final estimate
-        match = first_reaching(base_curve, final(curve))
+        match = first_reaching(base_curve, curve_final(curve))
         trailing = behind(curve, base_curve)  # the unseen-operator goal: never worse than the baseline
         rows.append({**row, f"trials_to_{baseline}_final": reach.trial if reach else None,
                      f"seconds_to_{baseline}_final": round(reach.seconds, 1) if reach else None,
@@ -348,6 +349,35 @@ def draft_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]]) -> list
     return ["PSA's share of the wall time, of the cost model's: " + "; ".join(parts) + "."] if parts else []
 
 
+def modifier_notes(curves: dict[str, dict[int, dict[str, list]]]) -> list[str]:
+    """Per network and seed, each run with a search modifier (+draft, +moses, +guard, +handoff) against the
+    same model without it: both finals, and the trial at which the modified run reached the plain run's final
+    -- the controller's claim is the same estimate in fewer trials, the draft's the same curve for less time."""
+    from tcl.tvm.compare import first_reaching
+    from tcl.tvm.curve import CurvePoint
+    from tcl.tvm.names import MODIFIERS
+
+    notes = []
+    for network, seeds in curves.items():
+        for seed, runs in sorted(seeds.items()):
+            for name, points in runs.items():
+                parts = name.split("+")
+                plain = next(("+".join(p for p in parts if p != m) for m in MODIFIERS
+                              if m in parts[1:] and "+".join(p for p in parts if p != m) in runs), None)
+                if plain is None:
+                    continue
+                mine = [CurvePoint(*p) for p in points]
+                theirs = [CurvePoint(*p) for p in runs[plain]]
+                target = curve_final(theirs)
+                reach, own = first_reaching(mine, target), first_reaching(theirs, target)
+                when = (f"reached its final at trial {reach.trial} ({own.trial / reach.trial:.2f}x fewer trials, "
+                        f"{own.seconds / reach.seconds:.2f}x less time)" if reach else "never reached its final")
+                notes.append(f"{network} seed {seed}, {name}: {curve_final(mine):.3f} ms against {plain}'s "
+                             f"{target:.3f}; {when}")
+    return ["each run with a search modifier against the same model without it (same seed): "
+            + "; ".join(notes) + "."] if notes else []
+
+
 def task_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]], baseline: str) -> list[str]:
     """Per network, seed and model, the task that cost it the most against the baseline's run (the runs
     that recorded their tasks: stop 44 on), so a row that trails says where."""
@@ -482,7 +512,7 @@ def main() -> None:
     bundles = {base: p["bundle_dir"] for base, p in pins.items()}
     digests = {m: run_digests(parse_cost_model(m).members, pins) for m in models
                if all(b in pins for b in parse_cost_model(m).members)}
-    summary, seed_tables, pngs = {}, {}, []
+    summary, seed_tables, network_curves, pngs = {}, {}, {}, []
     retimed = bool(args.retime_rounds)  # every network's libraries timed again
     for network in args.networks or [tune["network"]]:
         tables, curves = {}, {}
@@ -522,7 +552,7 @@ def main() -> None:
         elif args.retime_rounds:
             retimed = False
             print(f"{name}: some compiled libraries are missing; tuned latencies are the tuning runs' own")
-        summary[name], seed_tables[name] = summarize(tables, baseline), tables
+        summary[name], seed_tables[name], network_curves[name] = summarize(tables, baseline), tables, curves
         pngs.append(plot_network(curves, out / f"{name}.png",
                                  f"{name} on {platform.name}: {tune['trials']} trials ({baseline}: "
                                  f"{budgets[baseline]}), seeds {sorted(tables)}"))
@@ -530,7 +560,7 @@ def main() -> None:
         raise SystemExit("nothing to report: no seed has every model tuned yet")
     seeds = {name: sorted(tables) for name, tables in seed_tables.items()}
     prov = provenance(__file__)  # the learned models' own data versions are in their pins (per_seed rows)
-    notes = search_notes(seed_tables) + draft_notes(seed_tables) + task_notes(seed_tables, baseline)
+    notes = search_notes(seed_tables) + draft_notes(seed_tables) + modifier_notes(network_curves) + task_notes(seed_tables, baseline)
     text = render(summary, baseline, seeds, budgets, retimed=retimed, settings=notes) + f"- {provenance_line(prov)}\n"
     print(text)
     (out / "summary.md").write_text(text)

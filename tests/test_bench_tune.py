@@ -209,6 +209,23 @@ def test_the_report_gives_psa_part_of_each_drafted_runs_cost_model_share(bench):
     assert bench.draft_notes({"net": {0: [_row("tenset_mlp+draft", 1.0, 65)]}}) == []  # a run from before stop 54
 
 
+def test_the_report_compares_each_modified_run_with_the_same_model_unmodified(bench):
+    """The controller's claim: +moses reaches the plain run's final estimate in fewer trials (here at trial 32 of
+    the plain run's 64); a modified run that never gets there says so; a model without its plain run is not listed."""
+    nan = float("nan")
+    plain = [(16, 1.0, nan), (32, 2.0, 6.0), (48, 3.0, 5.5), (64, 4.0, 5.0)]
+    runs = {"tenset_mlp": plain,
+            "tenset_mlp+moses": [(16, 1.0, nan), (32, 1.5, 4.9), (64, 3.0, 4.8)],
+            "tenset_mlp+draft": [(16, 0.5, nan), (64, 2.0, 5.2)],
+            "tcl+draft": [(64, 1.0, 4.0)]}
+    (note,) = bench.modifier_notes({"net": {1: runs}})
+    assert ("net seed 1, tenset_mlp+moses: 4.800 ms against tenset_mlp's 5.000; reached its final at trial 32 "
+            "(2.00x fewer trials, 2.67x less time)") in note
+    assert "tenset_mlp+draft: 5.200 ms against tenset_mlp's 5.000; never reached its final" in note
+    assert "tcl+draft" not in note
+    assert bench.modifier_notes({"net": {1: {"tenset_mlp": plain, "xgb": plain}}}) == []
+
+
 def test_the_report_names_the_task_that_cost_a_run_the_most_against_xgb(bench):
     """M5 seed 1's case: the network trails XGB because one heavy task stalled; a light task behind by more
     (in ratio) costs less of the estimate, and a task ahead of XGB's is no cost at all."""
