@@ -378,6 +378,25 @@ def modifier_notes(curves: dict[str, dict[int, dict[str, list]]]) -> list[str]:
             + "; ".join(notes) + "."] if notes else []
 
 
+def controller_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]]) -> list[str]:
+    """The tasks Moses's controller ended in each run that recorded them (stop 55 on), with their trials and
+    their share of the run's final estimate: a heavy task ended early is where a controller loses."""
+    notes = []
+    for network, tables in seed_tables.items():
+        for seed, rows in sorted(tables.items()):
+            for row in rows:
+                if "stopped_tasks" not in row or not (row.get("search") or {}).get("controller"):
+                    continue
+                tasks = {t["task"]: t for t in row.get("tasks") or []}
+                estimate = sum(t["weight"] * t["best_us"] for t in tasks.values() if t.get("best_us") is not None)
+                ended = [tasks[name] for name in row["stopped_tasks"] if name in tasks]
+                share = sum(t["weight"] * t["best_us"] for t in ended) / estimate if estimate else math.nan
+                named = ", ".join(f"{t['task']} at {t['trials']} trials" for t in ended) or "none"
+                notes.append(f"{network} seed {seed}, {row['cost_model']}: {len(row['stopped_tasks'])} of "
+                             f"{len(tasks)} tasks ({named}; {share:.0%} of its final estimate)")
+    return ["tasks the controller ended: " + "; ".join(notes) + "."] if notes else []
+
+
 def task_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]], baseline: str) -> list[str]:
     """Per network, seed and model, the task that cost it the most against the baseline's run (the runs
     that recorded their tasks: stop 44 on), so a row that trails says where."""
@@ -560,7 +579,8 @@ def main() -> None:
         raise SystemExit("nothing to report: no seed has every model tuned yet")
     seeds = {name: sorted(tables) for name, tables in seed_tables.items()}
     prov = provenance(__file__)  # the learned models' own data versions are in their pins (per_seed rows)
-    notes = search_notes(seed_tables) + draft_notes(seed_tables) + modifier_notes(network_curves) + task_notes(seed_tables, baseline)
+    notes = (search_notes(seed_tables) + draft_notes(seed_tables) + modifier_notes(network_curves)
+             + controller_notes(seed_tables) + task_notes(seed_tables, baseline))
     text = render(summary, baseline, seeds, budgets, retimed=retimed, settings=notes) + f"- {provenance_line(prov)}\n"
     print(text)
     (out / "summary.md").write_text(text)

@@ -226,6 +226,21 @@ def test_the_report_compares_each_modified_run_with_the_same_model_unmodified(be
     assert bench.modifier_notes({"net": {1: {"tenset_mlp": plain, "xgb": plain}}}) == []
 
 
+def test_the_report_names_the_tasks_the_controller_ended_and_their_share_of_the_estimate(bench):
+    tasks = [{"task": "conv_heavy", "weight": 3, "best_us": 100.0, "trials": 32},
+             {"task": "dense", "weight": 1, "best_us": 50.0, "trials": 8},
+             {"task": "pool", "weight": 1, "best_us": 50.0, "trials": 40}]
+    on = {"population": 512, "genetic_iters": 4, "controller": {"enabled": True, "window": 4, "cv_threshold": 0.01}}
+    rows = [{**_row("tenset_mlp+moses", 1.0, 65), "tasks": tasks, "search": on, "stopped_tasks": ["conv_heavy"]},
+            {**_row("tenset_mlp", 1.0, 65), "tasks": tasks, "stopped_tasks": []}]   # no controller: no note
+    (note,) = bench.controller_notes({"net": {2: rows}})
+    assert "net seed 2, tenset_mlp+moses: 1 of 3 tasks (conv_heavy at 32 trials; 75% of its final estimate)" in note
+    assert "tenset_mlp:" not in note
+    assert bench.controller_notes({"net": {2: [{**rows[0], "stopped_tasks": []}]}}) == [
+        "tasks the controller ended: net seed 2, tenset_mlp+moses: 0 of 3 tasks (none; 0% of its final estimate)."]
+    assert bench.controller_notes({"net": {2: [{k: v for k, v in rows[0].items() if k != "stopped_tasks"}]}}) == []
+
+
 def test_the_report_names_the_task_that_cost_a_run_the_most_against_xgb(bench):
     """M5 seed 1's case: the network trails XGB because one heavy task stalled; a light task behind by more
     (in ratio) costs less of the estimate, and a task ahead of XGB's is no cost at all."""

@@ -64,7 +64,7 @@ def test_controller_ends_settled_tasks_under_the_gradient_scheduler(tiny_cnn, ho
     assert math.isfinite(result.final_estimate)
     # the run records the settings in force: the draft's population replaced the search's 32
     assert result.settings["population"] == 48 and result.settings["draft_verify"] == 8
-    assert result.settings["controller"]["cv_threshold"] == 1e9
+    assert result.settings["controller"] == {"enabled": True, "window": 2, "cv_threshold": 1e9}
     # PSA's time is part of the cost model's and reported apart (the <= 0.10 share goal is read off both)
     assert 0 < result.draft_share <= result.cost_model_share
 

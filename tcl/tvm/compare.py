@@ -91,6 +91,7 @@ def comparison_table(runs: list[ModelRun], baseline: str) -> list[dict[str, Any]
             "feature_cache_hit_rate": run.result.feature_cache_hit_rate,
             "fallback_tasks": len(run.result.fallback_tasks),  # +guard: tasks TVM's XGB scored at the end
             "guard_switches": [list(switch) for switch in run.result.guard_switches],
+            "stopped_tasks": list(run.result.stopped_tasks),  # +moses: the tasks the controller ended, in order
             "tasks": run.result.task_results,  # per task: weight, best latency, trials (tcl.tvm.curve)
             "search": run.result.settings,  # population; PSA's verify count, the controller where on
             "tuned_ms": run.e2e.tvm_latency_ms,
