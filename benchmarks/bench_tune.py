@@ -362,8 +362,8 @@ def modifier_notes(curves: dict[str, dict[int, dict[str, list]]]) -> list[str]:
         for seed, runs in sorted(seeds.items()):
             for name, points in runs.items():
                 parts = name.split("+")
-                plain = next(("+".join(p for p in parts if p != m) for m in MODIFIERS
-                              if m in parts[1:] and "+".join(p for p in parts if p != m) in runs), None)
+                unmodified = ("+".join(p for p in parts if p != m) for m in MODIFIERS if m in parts[1:])
+                plain = next((other for other in unmodified if other in runs), None)
                 if plain is None:
                     continue
                 mine = [CurvePoint(*p) for p in points]
