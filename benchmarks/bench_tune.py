@@ -381,6 +381,8 @@ def modifier_notes(curves: dict[str, dict[int, dict[str, list]]]) -> list[str]:
 def controller_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]]) -> list[str]:
     """The tasks Moses's controller ended in each run that recorded them (stop 55 on), with their trials and
     their share of the run's final estimate: a heavy task ended early is where a controller loses."""
+    from tcl.tvm.compare import weighted_estimate
+
     notes = []
     for network, tables in seed_tables.items():
         for seed, rows in sorted(tables.items()):
@@ -388,9 +390,9 @@ def controller_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]]) ->
                 if "stopped_tasks" not in row or not (row.get("search") or {}).get("controller"):
                     continue
                 tasks = {t["task"]: t for t in row.get("tasks") or []}
-                estimate = sum(t["weight"] * t["best_us"] for t in tasks.values() if t.get("best_us") is not None)
+                estimate = weighted_estimate(list(tasks.values()))
                 ended = [tasks[name] for name in row["stopped_tasks"] if name in tasks]
-                share = sum(t["weight"] * t["best_us"] for t in ended) / estimate if estimate else math.nan
+                share = weighted_estimate(ended) / estimate if estimate else math.nan
                 named = ", ".join(f"{t['task']} at {t['trials']} trials" for t in ended) or "none"
                 notes.append(f"{network} seed {seed}, {row['cost_model']}: {len(row['stopped_tasks'])} of "
                              f"{len(tasks)} tasks ({named}; {share:.0%} of its final estimate)")
