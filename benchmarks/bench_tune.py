@@ -334,6 +334,8 @@ def search_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]]) -> lis
                 if "controller" in found:
                     c = found["controller"]
                     text += f", controller window {c['window']} cv < {c['cv_threshold']}"
+                    if c.get("scale_window"):
+                        text += " (window scaled by the task's share of the estimate)"
                 seen.setdefault(row["cost_model"], set()).add(text)
     if not seen:
         return []
@@ -390,7 +392,7 @@ def controller_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]]) ->
                 if "stopped_tasks" not in row or not (row.get("search") or {}).get("controller"):
                     continue
                 tasks = {t["task"]: t for t in row.get("tasks") or []}
-                estimate = weighted_estimate(list(tasks.values()))
+                estimate = weighted_estimate(tasks.values())
                 ended = [tasks[name] for name in row["stopped_tasks"] if name in tasks]
                 share = weighted_estimate(ended) / estimate if estimate else math.nan
                 named = ", ".join(f"{t['task']} at {t['trials']} trials" for t in ended) or "none"

@@ -21,6 +21,23 @@ def test_controller_stops_a_settled_task_and_keeps_a_falling_one():
     assert settings.settled(falling + [1.999e-3, 1.999e-3, 1.998e-3])  # only the last `window` count
 
 
+def test_a_heavy_task_needs_a_longer_plateau_than_a_light_one():
+    from tcl.tvm.controller import TaskLedger
+
+    ledger = TaskLedger()
+    ledger.weights.update({"heavy": 3.0, "light": 1.0, "unmeasured": 1.0})
+    ledger.best.update({"heavy": 2e-3, "light": 2e-3, "unmeasured": math.inf})
+    assert ledger.load("heavy") == pytest.approx(1.5) and ledger.load("light") == pytest.approx(0.5)
+    assert ledger.load("unmeasured") == 1.0                         # no estimate yet: an average task
+    flat = [2e-3] * 4
+    scaled = ControllerSettings(window=4, cv_threshold=0.01, scale_window=True)
+    assert scaled.settled(flat, ledger.load("light"))               # a light task keeps the plain window
+    assert not scaled.settled(flat, ledger.load("heavy"))           # 1.5 x 4 = 6 flat batches needed
+    assert scaled.settled([3e-3] + flat + flat[:2], ledger.load("heavy"))
+    assert not scaled.settled([3e-3] + flat + flat[:1], ledger.load("heavy"))  # the sixth batch back moved
+    assert ControllerSettings(window=4, cv_threshold=0.01).settled(flat, ledger.load("heavy"))  # off: Moses's rule
+
+
 def test_controller_settings_are_strict():
     assert ControllerSettings.from_params({"tune": {"controller": {"window": 5}}}).window == 5
     with pytest.raises(ValueError, match=r"tune\.controller"):
@@ -64,10 +81,20 @@ def test_controller_ends_settled_tasks_under_the_gradient_scheduler(tiny_cnn, ho
     assert math.isfinite(result.final_estimate)
     # the run records the settings in force: the draft's population replaced the search's 32
     assert result.settings["population"] == 48 and result.settings["draft_verify"] == 8
-    assert result.settings["controller"] == {"enabled": True, "window": 2, "cv_threshold": 1e9}
+    assert result.settings["controller"] == {"enabled": True, "window": 2, "cv_threshold": 1e9,
+                                             "scale_window": False}
     # PSA's time is part of the cost model's and reported apart (the <= 0.10 share goal is read off both)
     assert 0 < result.draft_share <= result.cost_model_share
 
+
+def test_the_controller_ledger_knows_every_task_by_its_tuning_name_and_weight(tiny_cnn, host_platform, tmp_path):
+    from tcl.tvm.controller import TaskLedger
+    from tcl.tvm.tuning import tune_contexts
+
+    ledger = TaskLedger()
+    contexts, weights = tune_contexts(tiny_cnn, host_platform, tmp_path, 0, controller=ControllerSettings(),
+                                      ledger=ledger)
+    assert ledger.weights == {str(ctx.task_name): w for ctx, w in zip(contexts, weights)}
 
 
 @pytest.mark.slow

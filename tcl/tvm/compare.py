@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from .curve import CurvePoint
 
@@ -53,7 +53,7 @@ def behind(curve: list[CurvePoint], base: list[CurvePoint]) -> tuple[float, floa
     return max(ratios), sum(r > 1 + 1e-9 for r in ratios) / len(ratios)
 
 
-def weighted_estimate(tasks: list[dict]) -> float:
+def weighted_estimate(tasks: Iterable[dict]) -> float:
     """A network's latency estimate from its tasks' records: each measured task's best latency times its weight
     (how often the network calls it); tasks without a measurement add nothing."""
     return sum(t["weight"] * t["best_us"] for t in tasks if t.get("best_us") is not None)
@@ -64,7 +64,7 @@ def costliest_tasks(tasks: list[dict], base_tasks: list[dict], top: int = 2) -> 
     weighted gap of their best latencies, as a share of the baseline's network estimate. Tasks match by
     name (the same network, so the same extraction); only those worse than the baseline's are listed."""
     base = {t["task"]: t for t in base_tasks if t.get("best_us") is not None}
-    estimate = weighted_estimate(list(base.values()))
+    estimate = weighted_estimate(base.values())
     gaps = []
     for t in tasks:
         theirs = base.get(t["task"])

@@ -5,6 +5,11 @@ when the coefficient of variation (std / mean) of the last `window` values falls
 `cv_threshold`, the task asks for no more measurements, and the gradient task scheduler (any
 MetaSchedule scheduler) terminates it and gives the remaining trials to the tasks that still move.
 
+With `scale_window`, a task's window grows with its load: its share of the network's estimate (weight x
+best latency) times the number of tasks measured, 1 for an average task. A best latency that has not moved
+for four batches is a plateau of a light task and a pause of a heavy one: on MobileNet-V2 the fixed window
+ended the five heaviest tasks (a third of the estimate) at 32-40 trials each (docs/results.md).
+
 It wraps each task's search strategy: a strategy that generates no candidates is the scheduler's
 own signal that a task is done. (Terminating the task from a measure callback instead races the
 scheduler: it joins a task's batch, runs the callbacks, and may then pick or terminate that very
@@ -30,6 +35,7 @@ class ControllerSettings:
     enabled: bool = False
     window: int = 4              # batches of a task the coefficient of variation is taken over
     cv_threshold: float = 0.01   # below it, the task's best latency has stopped moving
+    scale_window: bool = False   # a task with k times the average share of the estimate waits k windows
 
     def __post_init__(self):
         if self.window < 2 or not self.cv_threshold >= 0:
@@ -40,25 +46,42 @@ class ControllerSettings:
     def from_params(cls, params: dict[str, Any]) -> "ControllerSettings":
         return settings_from(cls, (params.get("tune") or {}).get("controller"), "tune.controller")
 
-    def settled(self, history: list[float]) -> bool:
-        """Whether the last `window` best latencies vary less than the threshold (Moses's CV test)."""
-        recent = np.asarray(history[-self.window:], dtype="float64")
-        if len(recent) < self.window or not np.isfinite(recent).all():
+    def settled(self, history: list[float], load: float = 1.0) -> bool:
+        """Whether the last `window` best latencies vary less than the threshold (Moses's CV test); with
+        `scale_window`, the last ceil(window x load) of them for a task of `load` above 1."""
+        window = math.ceil(self.window * max(1.0, load)) if self.scale_window else self.window
+        recent = np.asarray(history[-window:], dtype="float64")
+        if len(recent) < window or not np.isfinite(recent).all():
             return False
         return float(recent.std() / recent.mean()) < self.cv_threshold
 
 
+class TaskLedger:
+    """What one run's SettlingSearch clones share: the tasks' weights (set once the tasks are extracted),
+    each task's best latency so far, and the names of the tasks that ended, in order."""
+
+    def __init__(self):
+        self.weights: dict[str, float] = {}
+        self.best: dict[str, float] = {}
+        self.stopped: list[str] = []
+
+    def load(self, task: str) -> float:
+        """The task's share of the estimate over the tasks measured so far, times their number (1 = average)."""
+        latency = {t: self.weights.get(t, 1.0) * b for t, b in self.best.items() if math.isfinite(b)}
+        total = sum(latency.values())
+        if task not in latency or total <= 0:
+            return 1.0
+        return latency[task] / total * len(latency)
+
+
 @derived_object
 class SettlingSearch(PySearchStrategy):
-    """`inner` (one task's EvolutionarySearch) until the task settles; then it generates nothing.
+    """`inner` (one task's EvolutionarySearch) until the task settles; then it generates nothing."""
 
-    `stopped` is shared by the clones of one run: the names of the tasks that ended, in order.
-    """
-
-    def __init__(self, inner, settings: ControllerSettings, stopped: list[str] | None = None):
+    def __init__(self, inner, settings: ControllerSettings, ledger: TaskLedger | None = None):
         super().__init__()
         self.inner, self.settings = inner, settings
-        self.stopped = stopped if stopped is not None else []
+        self.ledger = ledger if ledger is not None else TaskLedger()
         self.history: list[float] = []
         self.task = ""
 
@@ -74,8 +97,8 @@ class SettlingSearch(PySearchStrategy):
         self.inner.post_tuning()
 
     def generate_measure_candidates(self):
-        if self.settings.settled(self.history):
-            self.stopped.append(self.task)
+        if self.settings.settled(self.history, self.ledger.load(self.task)):
+            self.ledger.stopped.append(self.task)
             return None
         return self.inner.generate_measure_candidates()
 
@@ -83,6 +106,7 @@ class SettlingSearch(PySearchStrategy):
         self.inner.notify_runner_results(measure_candidates, results)
         ran = [float(np.mean([float(s) for s in r.run_secs])) for r in results if r.error_msg is None and r.run_secs]
         self.history.append(min([*self.history[-1:], *ran], default=math.inf))
+        self.ledger.best[self.task] = self.history[-1]
 
     def clone(self):
-        return SettlingSearch(self.inner.clone(), self.settings, self.stopped)
+        return SettlingSearch(self.inner.clone(), self.settings, self.ledger)

@@ -110,10 +110,10 @@ class SearchSettings:
         wide = settings_from(cls, base, "tune.search") if learned.get("wide_batches") else None
         return settings_from(cls, {**base, **learned, "wide": wide}, "tune.learned_search")
 
-    def strategy(self, controller=None, stopped: list | None = None):
+    def strategy(self, controller=None, ledger=None):
         """A MetaSchedule EvolutionarySearch (after `wide_batches` batches of the `wide` one); each TuneContext
         gets a clone of it. With `controller` (tcl.tvm.controller.ControllerSettings) a task stops once it
-        settles; its name goes to `stopped`."""
+        settles; the clones share `ledger` (tcl.tvm.controller.TaskLedger), which names the tasks ended."""
         from tvm.s_tir import meta_schedule as ms
 
         search = ms.search_strategy.EvolutionarySearch(
@@ -128,13 +128,13 @@ class SearchSettings:
             return search
         from .controller import SettlingSearch
 
-        return SettlingSearch(search, controller, stopped)
+        return SettlingSearch(search, controller, ledger)
 
 
 def tune_contexts(relax_mod, platform, work_dir: str | Path, seed: int, search: SearchSettings | None = None,
-                  network: str = "network", controller=None, stopped: list | None = None) -> tuple[list, list[float]]:
+                  network: str = "network", controller=None, ledger=None) -> tuple[list, list[float]]:
     """One TuneContext per task of `relax_mod` on the platform's target (with `search`'s strategy) and the
-    tasks' weights."""
+    tasks' weights (also written into the controller's `ledger`)."""
     from tvm.s_tir import meta_schedule as ms
 
     # MetaSchedule's per-task logger set-up formats the name of every handler on its logger and crashes on
@@ -145,8 +145,10 @@ def tune_contexts(relax_mod, platform, work_dir: str | Path, seed: int, search: 
     extracted = ms.relax_integration.extract_tasks(relax_mod, platform.tvm_target())
     if not extracted:
         raise RuntimeError(f"{network}: no tunable tasks on {platform.name}")
+    if ledger is not None:
+        ledger.weights.update({task.task_name: float(task.weight) for task in extracted})
     return ms.relax_integration.extracted_tasks_to_tune_contexts(
-        extracted, str(work_dir), strategy=(search or SearchSettings()).strategy(controller, stopped), seed=seed,
+        extracted, str(work_dir), strategy=(search or SearchSettings()).strategy(controller, ledger), seed=seed,
         num_threads=platform.threads)
 
 
@@ -169,7 +171,7 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     gives PSA's knobs (params.yaml tune.psa).
     """
 
-    from .controller import ControllerSettings
+    from .controller import ControllerSettings, TaskLedger
     from .draft import DraftSettings, DraftThenVerify
     from .guard import GuardedCostModel, GuardSettings
     from .psa import make_analyzer
@@ -211,8 +213,8 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
         settings["draft_verify"] = draft.verify
     if controller is not None:
         settings["controller"] = dataclasses.asdict(controller)
-    stopped: list[str] = []
-    contexts, weights = tune_contexts(relax_mod, platform, work_dir, seed, search, network, controller, stopped)
+    ledger = TaskLedger()
+    contexts, weights = tune_contexts(relax_mod, platform, work_dir, seed, search, network, controller, ledger)
     first_round = len(contexts) * num_trials_per_iter
     if trials < first_round:
         log.warning("%s: %d trials are fewer than the first round (%d tasks x %d trials per task): some tasks "
@@ -245,7 +247,7 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
                         trials=curve.trials, trial_budget=trials, tasks=len(contexts), wall_seconds=wall,
                         cost_model_seconds=timed.seconds, curve=curve.points, database=database,
                         draft_seconds=cost_model.draft_seconds if isinstance(cost_model, DraftThenVerify) else None,
-                        stopped_tasks=list(stopped), settings=settings,
+                        stopped_tasks=list(ledger.stopped), settings=settings,
                         fallback_tasks=sorted(guarded.on_fallback) if guarded is not None else [],
                         guard_switches=list(guarded.switches) if guarded is not None else [],
                         task_results=curve.per_task([str(ctx.task_name) for ctx in contexts]),
