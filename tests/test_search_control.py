@@ -22,11 +22,20 @@ def test_controller_stops_a_settled_task_and_keeps_a_falling_one():
 
 
 def test_a_heavy_task_needs_a_longer_plateau_than_a_light_one():
+    from tvm.s_tir.meta_schedule.runner import RunnerResult
+    from tvm.s_tir.meta_schedule.task_scheduler import TaskScheduler
+
     from tcl.tvm.controller import TaskLedger
+    from tcl.tvm.curve import CurveRecorder
 
     ledger = TaskLedger()
-    ledger.weights.update({"heavy": 3.0, "light": 1.0, "unmeasured": 1.0})
-    ledger.best.update({"heavy": 2e-3, "light": 2e-3, "unmeasured": math.inf})
+    ledger.order = {"heavy": 0, "light": 1, "unmeasured": 2}
+    assert ledger.load("heavy") == 1.0                              # before tuning starts: an average task
+    ledger.curve = CurveRecorder([3.0, 1.0, 1.0])
+    scheduler = TaskScheduler.create("round-robin")
+    for task_id in (0, 1):                                          # one batch each, 2 ms at best
+        ledger.curve.apply(scheduler, task_id, [], [], [RunnerResult(run_secs=[2e-3], error_msg=None),
+                                                   RunnerResult(run_secs=None, error_msg="build failed")])
     assert ledger.load("heavy") == pytest.approx(1.5) and ledger.load("light") == pytest.approx(0.5)
     assert ledger.load("unmeasured") == 1.0                         # no estimate yet: an average task
     flat = [2e-3] * 4
@@ -87,14 +96,35 @@ def test_controller_ends_settled_tasks_under_the_gradient_scheduler(tiny_cnn, ho
     assert 0 < result.draft_share <= result.cost_model_share
 
 
+@pytest.mark.slow
+def test_a_scaled_window_keeps_measuring_the_task_that_carries_the_estimate(tiny_cnn, host_platform, measurer,
+                                                                           tmp_path):
+    from tvm.s_tir import meta_schedule as ms
+
+    # any CV counts as settled: with the plain window of two every task ends after two batches (8 trials);
+    # scaled by load, a task above the average share of the estimate needs three or more
+    result = _tune(tiny_cnn, host_platform, measurer, tmp_path, ms.cost_model.RandomModel(seed=0), "random+moses",
+                   trials=96, controller=ControllerSettings(window=2, cv_threshold=1e9, scale_window=True))
+    trials = {t["task"]: t["trials"] for t in result.task_results}
+    latency = {t["task"]: t["weight"] * t["best_us"] for t in result.task_results}
+    heaviest = max(latency, key=latency.get)
+    assert trials[heaviest] > 8, trials
+    assert min(trials.values()) <= 8, trials        # a light task still ends on the plain window
+
+
 def test_the_controller_ledger_knows_every_task_by_its_tuning_name_and_weight(tiny_cnn, host_platform, tmp_path):
     from tcl.tvm.controller import TaskLedger
+    from tcl.tvm.curve import CurveRecorder
     from tcl.tvm.tuning import tune_contexts
 
     ledger = TaskLedger()
     contexts, weights = tune_contexts(tiny_cnn, host_platform, tmp_path, 0, controller=ControllerSettings(),
                                       ledger=ledger)
-    assert ledger.weights == {str(ctx.task_name): w for ctx, w in zip(contexts, weights)}
+    assert ledger.order == {str(ctx.task_name): i for i, ctx in enumerate(contexts)}
+    ledger.curve = CurveRecorder(weights)
+    ledger.curve.best[:] = [1e-3] * len(weights)                   # every task at 1 ms: loads follow the weights
+    for ctx, weight in zip(contexts, weights):
+        assert ledger.load(str(ctx.task_name)) == pytest.approx(weight / sum(weights) * len(weights))
 
 
 @pytest.mark.slow

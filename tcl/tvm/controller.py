@@ -57,21 +57,20 @@ class ControllerSettings:
 
 
 class TaskLedger:
-    """What one run's SettlingSearch clones share: the tasks' weights (set once the tasks are extracted),
-    each task's best latency so far, and the names of the tasks that ended, in order."""
+    """What one run's SettlingSearch clones share: each task's place in the tuning order (set once the tasks are
+    extracted), the run's CurveRecorder (which keeps every task's weight and best latency so far) and the names
+    of the tasks that ended, in order."""
 
     def __init__(self):
-        self.weights: dict[str, float] = {}
-        self.best: dict[str, float] = {}
+        self.order: dict[str, int] = {}
+        self.curve = None  # tcl.tvm.curve.CurveRecorder, set before tuning starts
         self.stopped: list[str] = []
 
     def load(self, task: str) -> float:
         """The task's share of the estimate over the tasks measured so far, times their number (1 = average)."""
-        latency = {t: self.weights.get(t, 1.0) * b for t, b in self.best.items() if math.isfinite(b)}
-        total = sum(latency.values())
-        if task not in latency or total <= 0:
+        if self.curve is None or task not in self.order:
             return 1.0
-        return latency[task] / total * len(latency)
+        return self.curve.load(self.order[task])
 
 
 @derived_object
@@ -106,7 +105,6 @@ class SettlingSearch(PySearchStrategy):
         self.inner.notify_runner_results(measure_candidates, results)
         ran = [float(np.mean([float(s) for s in r.run_secs])) for r in results if r.error_msg is None and r.run_secs]
         self.history.append(min([*self.history[-1:], *ran], default=math.inf))
-        self.ledger.best[self.task] = self.history[-1]
 
     def clone(self):
         return SettlingSearch(self.inner.clone(), self.settings, self.ledger)

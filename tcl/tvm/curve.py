@@ -46,6 +46,15 @@ class CurveRecorder(PyMeasureCallback):
         if self.on_batch is not None:
             self.on_batch(len(runner_results), estimate)
 
+    def load(self, task_id: int) -> float:
+        """Task `task_id`'s share of the estimate over the tasks measured so far, times their number: 1 for an
+        average task, and for one not measured yet (Moses's controller scales a task's window by it)."""
+        latency = {i: w * b for i, (w, b) in enumerate(zip(self.weights, self.best)) if math.isfinite(b)}
+        total = sum(latency.values())
+        if task_id not in latency or total <= 0:
+            return 1.0
+        return latency[task_id] / total * len(latency)
+
     def per_task(self, names: list[str]) -> list[dict]:
         """Each task's end state, named: weight, best latency in us (None: nothing ran) and trials measured,
         so a network estimate that trails another run's can be traced to the tasks that cost it."""

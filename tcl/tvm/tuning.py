@@ -134,7 +134,7 @@ class SearchSettings:
 def tune_contexts(relax_mod, platform, work_dir: str | Path, seed: int, search: SearchSettings | None = None,
                   network: str = "network", controller=None, ledger=None) -> tuple[list, list[float]]:
     """One TuneContext per task of `relax_mod` on the platform's target (with `search`'s strategy) and the
-    tasks' weights (also written into the controller's `ledger`)."""
+    tasks' weights (the tasks' order is written into the controller's `ledger`)."""
     from tvm.s_tir import meta_schedule as ms
 
     # MetaSchedule's per-task logger set-up formats the name of every handler on its logger and crashes on
@@ -145,11 +145,12 @@ def tune_contexts(relax_mod, platform, work_dir: str | Path, seed: int, search: 
     extracted = ms.relax_integration.extract_tasks(relax_mod, platform.tvm_target())
     if not extracted:
         raise RuntimeError(f"{network}: no tunable tasks on {platform.name}")
-    if ledger is not None:
-        ledger.weights.update({task.task_name: float(task.weight) for task in extracted})
-    return ms.relax_integration.extracted_tasks_to_tune_contexts(
+    contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         extracted, str(work_dir), strategy=(search or SearchSettings()).strategy(controller, ledger), seed=seed,
         num_threads=platform.threads)
+    if ledger is not None:  # by the contexts: MetaSchedule skips a task that is scheduled already
+        ledger.order = {str(ctx.task_name): i for i, ctx in enumerate(contexts)}
+    return contexts, weights
 
 
 def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_name: str, trials: int,
@@ -229,7 +230,7 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
         bar.update(n)
         bar.set_postfix_str(f"est {estimate * 1e3:.3f} ms")
 
-    curve = CurveRecorder(weights, on_batch)
+    curve = ledger.curve = CurveRecorder(weights, on_batch)
     start = time.perf_counter()
     database = ms.tune.tune_tasks(
         tasks=contexts, task_weights=weights, work_dir=str(work_dir), max_trials_global=trials,
