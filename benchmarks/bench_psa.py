@@ -16,6 +16,7 @@ programs about as rarely as the model it saves time for would.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -28,25 +29,42 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 
-def psa_scores(table, store_root: Path, platform, params) -> np.ndarray:
-    """PSA's score of every row (NaN where the trace does not replay), one task at a time."""
+def store_workloads(store_root: Path, platform: str):
+    """A task key's IRModule JSON as a record store keeps it."""
+    from tcl.features.per_store import workload_dir
+
+    return lambda key: (workload_dir(store_root, platform) / f"{key}.json").read_text()
+
+
+def loop_nests(table, workload_json) -> list:
+    """Every row's LoopNest (None where the trace does not replay), its schedule rebuilt from the trace on
+    `workload_json(task_key)` one task at a time: what PSA reads, whatever its knobs."""
     import tvm
 
-    from tcl.features.per_store import replay, workload_dir
-    from tcl.tvm.psa import make_analyzer
+    from tcl.features.loop_nest import loop_nest
+    from tcl.features.per_store import replay
 
-    psa = make_analyzer(platform, params)
     keys = np.asarray(table.column("task_key").to_pylist())
     programs = table.column("program").to_pylist()
-    scores = np.full(len(keys), np.nan)
+    nests: list = [None] * len(keys)
     for key in dict.fromkeys(keys.tolist()):
         rows = np.flatnonzero(keys == key)
-        mod = tvm.ir.load_json((workload_dir(store_root, platform.name) / f"{key}.json").read_text())
+        mod = tvm.ir.load_json(workload_json(key))
         candidates, _ = replay(mod, [programs[i] for i in rows])
         for i, c in zip(rows, candidates):
             if c is not None:
-                scores[i] = psa.scores([c.sch.mod])[0]
-    return scores
+                nests[i] = loop_nest(c.sch.mod)
+    return nests
+
+
+def ranking_split(table) -> dict:
+    """The arrays tcl.train.evaluate and `recall` read, of a labelled split's rows (a task: network + key)."""
+    net = np.asarray(table.column("network").to_pylist())
+    key = np.asarray(table.column("task_key").to_pylist())
+    return {"label": np.asarray(table.column("label").to_pylist(), dtype=float),
+            "mean_sec": np.asarray([v if v is not None else np.nan for v in table.column("mean_sec").to_pylist()]),
+            "network": net, "task_key": key, "task_weight": np.asarray(table.column("task_weight").to_pylist(), float),
+            "group": pd.factorize(pd.Series(net) + "/" + pd.Series(key))[0]}
 
 
 def learned_scores(models: list[str], platform: str, params, program_ids: np.ndarray) -> dict[str, np.ndarray]:
@@ -89,6 +107,28 @@ def recall(split, scores: np.ndarray, share: float | None, count: int | None) ->
     return float(np.mean(hits)) if hits else float("nan")
 
 
+FIGURES = ("pairwise_accuracy", "top1_ratio_of_sums", "top5_ratio_of_sums")
+
+
+def draft_share_of(params) -> float:
+    """The share of the population PSA hands the learned model (tune.draft verify / population)."""
+    from tcl.tvm.draft import DraftSettings
+
+    draft = DraftSettings.from_params(params)
+    return draft.verify / draft.population
+
+
+def figures(split: dict, values: np.ndarray, draft_share: float) -> dict:
+    """A scorer's pairwise accuracy, top-1/top-5 (eq. 12) and recall of each task's 5 fastest programs in its
+    top draft share and top 25% (NaN scores rank last)."""
+    from tcl.train.evaluate import EvalSettings, ranking_metrics
+
+    m = ranking_metrics(split, np.nan_to_num(values, nan=-1e9), settings=EvalSettings(bootstrap=0))
+    return {**{k: m[k] for k in FIGURES}, "unscored": int(np.isnan(values).sum()),
+            "recall_top5_in_draft_share": recall(split, values, draft_share, None),
+            "recall_top5_in_top25pct": recall(split, values, 0.25, None)}
+
+
 def evaluate(platform_name: str, params, max_tasks: int, records: Path, every_task: bool = False,
              models: tuple[str, ...] = ()) -> dict:
     """PSA against a random scorer and the learned `models` on the platform's test split, or on every task
@@ -97,8 +137,8 @@ def evaluate(platform_name: str, params, max_tasks: int, records: Path, every_ta
     from tcl.data.splits import add_labels, split_tables, task_networks_of
     from tcl.data.store import RecordStore
     from tcl.platforms import get_platform
-    from tcl.train.evaluate import EvalSettings, random_scorer_metrics, ranking_metrics
-    from tcl.tvm.draft import DraftSettings
+    from tcl.train.evaluate import EvalSettings, random_scorer_metrics
+    from tcl.tvm.psa import make_analyzer
 
     platform = get_platform(params, platform_name)
     table = RecordStore(records).read(platform_name)
@@ -110,24 +150,12 @@ def evaluate(platform_name: str, params, max_tasks: int, records: Path, every_ta
 
         test = test.filter(pc.is_in(test.column("task_key"), pa.array(tasks[:max_tasks])))
     start = time.perf_counter()
-    scores = psa_scores(test, records, platform, params)
+    scores = make_analyzer(platform, params).nest_scores(loop_nests(test, store_workloads(records, platform_name)))
     seconds = time.perf_counter() - start
-    net = np.asarray(test.column("network").to_pylist())
-    key = np.asarray(test.column("task_key").to_pylist())
-    split = {"label": np.asarray(test.column("label").to_pylist(), dtype=float),
-             "mean_sec": np.asarray([v if v is not None else np.nan for v in test.column("mean_sec").to_pylist()]),
-             "network": net, "task_key": key, "task_weight": np.asarray(test.column("task_weight").to_pylist(), float),
-             "group": pd.factorize(pd.Series(net) + "/" + pd.Series(key))[0]}
-    settings = EvalSettings(bootstrap=0)
-    draft = DraftSettings.from_params(params)
-    draft_share = draft.verify / draft.population
-    figures = ("pairwise_accuracy", "top1_ratio_of_sums", "top5_ratio_of_sums")
-
-    def scorer(values: np.ndarray) -> dict:
-        m = ranking_metrics(split, np.nan_to_num(values, nan=-1e9), settings=settings)
-        return {**{k: m[k] for k in figures}, "unscored": int(np.isnan(values).sum()),
-                "recall_top5_in_draft_share": recall(split, values, draft_share, None),
-                "recall_top5_in_top25pct": recall(split, values, 0.25, None)}
+    split = ranking_split(test)
+    net, key = split["network"], split["task_key"]
+    draft_share = draft_share_of(params)
+    scorer = functools.partial(figures, split, draft_share=draft_share)
 
     program_ids = np.asarray(test.column("program_id").to_pylist())
     trained = [] if every_task else [m for m in models
@@ -138,7 +166,7 @@ def evaluate(platform_name: str, params, max_tasks: int, records: Path, every_ta
     learned = {name: scorer(values)
                for name, values in learned_scores(trained, platform_name, params, program_ids).items()}
     psa = scorer(scores)
-    rand = random_scorer_metrics(split, settings=settings)
+    rand = random_scorer_metrics(split, settings=EvalSettings(bootstrap=0))
     draws = [np.random.default_rng(seed).random(len(key)) for seed in range(20)]  # as random_scorer_metrics: 20
     rand.update({name: float(np.mean([recall(split, d, share, None) for d in draws]))
                  for name, share in (("recall_top5_in_draft_share", draft_share), ("recall_top5_in_top25pct", 0.25))})
@@ -146,7 +174,7 @@ def evaluate(platform_name: str, params, max_tasks: int, records: Path, every_ta
             "scored": "every task" if every_task else "test split", "tasks": int(len(set(zip(net, key)))), "programs": int(len(key)),
             "unreplayed": int(np.isnan(scores).sum()), "psa_seconds_per_program": seconds / max(len(key), 1),
             "draft_share": draft_share, "psa": psa, "learned": learned,
-            "random": {m: rand[m] for m in (*figures, "recall_top5_in_draft_share", "recall_top5_in_top25pct")},
+            "random": {m: rand[m] for m in (*FIGURES, "recall_top5_in_draft_share", "recall_top5_in_top25pct")},
             "programs_per_task_max": int(pd.Series(split["group"]).value_counts().max())}
 
 

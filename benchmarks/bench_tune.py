@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import copy
 import csv
+import hashlib
 import json
 import math
 import sys
@@ -52,6 +53,10 @@ from tcl.workloads.settings import WorkloadSettings  # noqa: E402
 LEGACY_PER_ITER = 8
 # search settings a run's directory and the keep-check tell apart
 SEARCH_KEYS = ("population", "genetic_iters", "wide_batches")
+# params.yaml tune.psa.cpu until benchmarks/calibrate_psa.py searched them (stop 58)
+PSA_RATES_BEFORE_CALIBRATION = {"ops_per_cycle": 2.0, "vector_registers": 16, "l1_loads_per_cycle": 2.0,
+                                "l2_bytes_per_cycle": 32.0, "l3_bytes_per_cycle": 16.0, "dram_gbs_per_core": 25.0,
+                                "line_bytes": 64, "loop_overhead_cycles": 1.0}
 FIGURES = ("final_est_ms", "tuned_ms", "speedup_vs_reference", "cost_model_share", "wall_s")
 
 
@@ -97,15 +102,24 @@ def summarize(tables: dict[int, list[dict[str, Any]]], baseline: str) -> list[di
     return out
 
 
+def psa_tag(rates: dict[str, Any] | None) -> str:
+    """'-psa<digest>' for a drafting run whose PSA rates are not the CPU rates every drafted run used before
+    benchmarks/calibrate_psa.py (rows recorded none then); '' for those (the GPU's rates never changed)."""
+    if not rates or rates == PSA_RATES_BEFORE_CALIBRATION or "ops_per_cycle" not in rates:
+        return ""
+    return "-psa" + hashlib.sha256(json.dumps(rates, sort_keys=True).encode()).hexdigest()[:6]
+
+
 def search_tag(search: dict[str, Any] | None, drafted: bool = False) -> str:
     """'-population256-genetic_iters2' for a search of other SEARCH_KEYS than MetaSchedule's defaults, '' for
     the defaults (and for rows from before runs recorded their search). A drafting run's population is the
-    draft's (tune.draft.population), so it does not count there."""
+    draft's (tune.draft.population), so it does not count there; its PSA rates do (`psa_tag`)."""
     from tcl.tvm.tuning import SearchSettings
 
     default = asdict(SearchSettings())
     keys = [k for k in SEARCH_KEYS if not (drafted and k == "population")]
-    return "".join(f"-{k}{search[k]}" for k in keys if search and k in search and search[k] != default[k])
+    tag = "".join(f"-{k}{search[k]}" for k in keys if search and k in search and search[k] != default[k])
+    return tag + (psa_tag((search or {}).get("psa")) if drafted else "")
 
 
 def row_search_tag(row: dict[str, Any]) -> str:
@@ -127,7 +141,10 @@ def search_label(model: str, row: dict[str, Any]) -> str:
 
     search = {**asdict(SearchSettings()), **(row.get("search") or {})}
     wide = f", the first {search['wide_batches']} wide" if search.get("wide_batches") else ""
-    return f"{model} [search {search['population']}x{search['genetic_iters']}{wide}]"
+    psa = ""
+    if "draft_verify" in search:
+        psa = f", PSA rates {psa_tag(search.get('psa'))[1:]}" if psa_tag(search.get("psa")) else ", uncalibrated PSA"
+    return f"{model} [search {search['population']}x{search['genetic_iters']}{wide}{psa}]"
 
 
 def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int], digests: dict[str, set[str]] | None = None,
@@ -529,9 +546,12 @@ def main() -> None:
     from tcl.tvm.draft import DraftSettings
     from tcl.tvm.tuning import SearchSettings
 
+    from tcl.tvm.psa import make_analyzer
+
     drafting = DraftSettings.from_params(params).enabled
-    tags = {m: search_tag(asdict(SearchSettings.for_cost_model(params, m)), drafting or parse_cost_model(m).draft)
-            for m in models}
+    psa_rates = asdict(make_analyzer(platform, params).knobs)
+    tags = {m: search_tag({**asdict(SearchSettings.for_cost_model(params, m)), "psa": psa_rates},
+                          drafting or parse_cost_model(m).draft) for m in models}
     bundles = {base: p["bundle_dir"] for base, p in pins.items()}
     digests = {m: run_digests(parse_cost_model(m).members, pins) for m in models
                if all(b in pins for b in parse_cost_model(m).members)}

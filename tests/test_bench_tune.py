@@ -108,6 +108,18 @@ def test_a_rerun_keeps_each_model_tuned_with_the_same_trials(bench, tmp_path):
     # drafting replaces the population: a drafted row's own population is not a search tag
     assert bench.search_tag({"population": 2048, "genetic_iters": 4}, drafted=True) == ""
     assert bench.row_search_tag({"search": {"population": 2048, "draft_verify": 64}}) == ""
+    # ... but its PSA rates do: a run with other rates than every drafted run before the calibration had is
+    # another run, and a row that recorded none had those
+    calibrated = {**bench.PSA_RATES_BEFORE_CALIBRATION, "ops_per_cycle": 0.64}
+    tag = bench.search_tag({"psa": calibrated}, drafted=True)
+    assert tag.startswith("-psa") and tag != bench.search_tag({"psa": {**calibrated, "l1_loads_per_cycle": 0.7}}, True)
+    assert bench.search_tag({"psa": dict(bench.PSA_RATES_BEFORE_CALIBRATION)}, drafted=True) == ""
+    assert bench.search_tag({"psa": calibrated}, drafted=False) == ""      # verify-only: PSA plays no part
+    tuned("tcl+draft", {**_row("tcl+draft", 0.6, 16), "search": {"draft_verify": 64}}, "tcl+draft,8,1.0,0.6\n")
+    assert "tcl+draft" in bench.tuned_models(run, "p", {**BUDGETS, "tcl+draft": 64})
+    assert "tcl+draft" not in bench.tuned_models(run, "p", {**BUDGETS, "tcl+draft": 64}, tags={"tcl+draft": tag})
+    assert "tcl+draft [search 512x4, uncalibrated PSA]" in bench.tuned_models(
+        run, "p", {**BUDGETS, "tcl+draft": 64}, tags={"tcl+draft": tag}, every_search=True)
     # one being tuned when the benchmark was killed (its table is not written yet) is not kept
     (run / "tlp" / "p").mkdir(parents=True)
     assert "tlp" not in bench.tuned_models(run, "p", BUDGETS)

@@ -212,6 +212,7 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     settings = dataclasses.asdict(search or SearchSettings())
     if isinstance(cost_model, DraftThenVerify):
         settings["draft_verify"] = draft.verify
+        settings["psa"] = dataclasses.asdict(cost_model.analyzer.knobs)
     if controller is not None:
         settings["controller"] = dataclasses.asdict(controller)
     ledger = TaskLedger()

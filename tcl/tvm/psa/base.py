@@ -50,7 +50,12 @@ class SymbolAnalyzer:
 
     def scores(self, mods) -> np.ndarray:
         """Higher is faster: -log(estimated seconds), so score gaps are latency ratios."""
-        return -np.log(np.asarray([max(self.latency(m), 1e-15) for m in mods], dtype="float64"))
+        return self.nest_scores([loop_nest(m) for m in mods])
+
+    def nest_scores(self, nests) -> np.ndarray:
+        """`scores` of programs already read into LoopNests (NaN for None: a program that could not be read)."""
+        return np.asarray([-np.log(max(self.estimate(n).seconds, 1e-15)) if n is not None else np.nan
+                           for n in nests], dtype="float64")
 
 
 def make_analyzer(platform, params: dict[str, Any] | None = None) -> SymbolAnalyzer:
