@@ -544,9 +544,8 @@ def main() -> None:
 
     per_iters = trials_per_iter(tune, models, [m for m in models if not parse_cost_model(m).builtin])
     from tcl.tvm.draft import DraftSettings
-    from tcl.tvm.tuning import SearchSettings
-
     from tcl.tvm.psa import make_analyzer
+    from tcl.tvm.tuning import SearchSettings
 
     drafting = DraftSettings.from_params(params).enabled
     psa_rates = asdict(make_analyzer(platform, params).knobs)

@@ -43,7 +43,6 @@ def scored_split(platform_name: str, params, records: Path, splits: tuple[str, .
 
     from tcl.data.splits import split_tables, task_networks_of
     from tcl.data.store import RecordStore
-    from tcl.platforms import get_platform
 
     parts = split_tables(RecordStore(records).read(platform_name), params, task_networks_of(records))
     table = pa.concat_tables([parts[s] for s in splits])
@@ -142,8 +141,9 @@ def main(argv=None) -> None:
     (out / "calibration.json").write_text(json.dumps(result, indent=2))
     lines = [f"# PSA's CPU rates searched on {args.platform}'s training + validation programs", "",
              provenance_line(prov), "",
-             (f"{args.trials} random settings" if not args.rates else "The rates given (--rates)") + "; objective: pairwise accuracy + recall of each task's 5 fastest programs "
-             f"in PSA's top {share:.1%} (the draft's share). Best: `{json.dumps(dataclasses.asdict(best))}`.", "",
+             ("The rates given (--rates)" if args.rates else f"{args.trials} random settings")
+             + "; objective: pairwise accuracy + recall of each task's 5 fastest programs in PSA's top "
+             f"{share:.1%} (the draft's share). Best: `{json.dumps(dataclasses.asdict(best))}`.", "",
              "| split | platform | rates | tasks | programs | pairwise acc | recall top-5 in draft share | "
              "recall top-5 in top 25% |", "|---|---|---|---|---|---|---|---|"]
     for label, fig in (("params.yaml", trials[0][1]), ("given" if args.rates else "searched", best_fig)):

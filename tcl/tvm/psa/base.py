@@ -44,10 +44,6 @@ class SymbolAnalyzer:
     def estimate(self, nest: LoopNest) -> Estimate:
         raise NotImplementedError
 
-    def latency(self, mod) -> float:
-        """Estimated seconds of a scheduled IRModule (a MeasureCandidate's `sch.mod`)."""
-        return self.estimate(loop_nest(mod)).seconds
-
     def scores(self, mods) -> np.ndarray:
         """Higher is faster: -log(estimated seconds), so score gaps are latency ratios."""
         return self.nest_scores([loop_nest(m) for m in mods])
