@@ -143,7 +143,8 @@ def search_label(model: str, row: dict[str, Any]) -> str:
     wide = f", the first {search['wide_batches']} wide" if search.get("wide_batches") else ""
     psa = ""
     if "draft_verify" in search:
-        psa = f", PSA rates {psa_tag(search.get('psa'))[1:]}" if psa_tag(search.get("psa")) else ", uncalibrated PSA"
+        tag = psa_tag(search.get("psa"))
+        psa = f", PSA rates {tag[1:]}" if tag else ", uncalibrated PSA"
     return f"{model} [search {search['population']}x{search['genetic_iters']}{wide}{psa}]"
 
 
