@@ -511,6 +511,9 @@ def main() -> None:
     ap.add_argument("--retime-rounds", type=int, default=3,
                     help="time every compiled library and the reference again, back to back (0: keep the runs' own)")
     ap.add_argument("--out", default="reports/bench_tune")
+    ap.add_argument("--report-name", default="summary",
+                    help="the report's files: <out>/<name>.md/.json and one <network>[-<name>].png each, so a report "
+                         "of other settings (--learned-per-iter 4) sits beside the main one")
     ap.add_argument("--pin-dir", help="where the learned models' bundles are pinned (default <out>/models)")
     ap.add_argument("--cpu", type=int,
                     help="run on this one core: search, builds and measurements (one process per core, each "
@@ -596,7 +599,8 @@ def main() -> None:
             retimed = False
             print(f"{name}: some compiled libraries are missing; tuned latencies are the tuning runs' own")
         summary[name], seed_tables[name], network_curves[name] = summarize(tables, baseline), tables, curves
-        pngs.append(plot_network(curves, out / f"{name}.png",
+        png = f"{name}.png" if args.report_name == "summary" else f"{name}-{args.report_name}.png"
+        pngs.append(plot_network(curves, out / png,
                                  f"{name} on {platform.name}: {tune['trials']} trials ({baseline}: "
                                  f"{budgets[baseline]}), seeds {sorted(tables)}"))
     if not summary:
@@ -607,21 +611,22 @@ def main() -> None:
              + controller_notes(seed_tables) + task_notes(seed_tables, baseline))
     text = render(summary, baseline, seeds, budgets, retimed=retimed, settings=notes) + f"- {provenance_line(prov)}\n"
     print(text)
-    (out / "summary.md").write_text(text)
-    (out / "summary.json").write_text(json.dumps({**prov, "platform": platform.name, "seeds": seeds,
-                                                  "trials": budgets, "trials_per_iter": per_iters,
-                                                  "overrides": args.set,
-                                                  "search": {k: tune.get(k) for k in ("search", "learned_search", "draft",
-                                                                                       "controller", "guard", "online")},
-                                                  "workloads": workloads,
-                                                  "networks": summary, "per_seed": seed_tables}, indent=2))
+    report_md, report_json = out / f"{args.report_name}.md", out / f"{args.report_name}.json"
+    report_md.write_text(text)
+    report_json.write_text(json.dumps({**prov, "platform": platform.name, "seeds": seeds,
+                                      "trials": budgets, "trials_per_iter": per_iters,
+                                      "overrides": args.set,
+                                      "search": {k: tune.get(k) for k in ("search", "learned_search", "draft",
+                                                                           "controller", "guard", "online")},
+                                      "workloads": workloads,
+                                      "networks": summary, "per_seed": seed_tables}, indent=2))
     from tcl import tracking
 
     with tracking.run(params, f"bench-tune-{platform.name}", {"stage": "bench_tune"}):
         tracking.log_params({"networks": ",".join(summary),
                              "seeds": ";".join(f"{n}:{','.join(map(str, s))}" for n, s in seeds.items()),
                              "trials": json.dumps(budgets), "cost_models": ",".join(tune["cost_models"])})
-        for path in (*pngs, out / "summary.md", out / "summary.json"):
+        for path in (*pngs, report_md, report_json):
             tracking.log_artifact(str(path))
     print("curves: " + ", ".join(str(p) for p in pngs))
 

@@ -201,6 +201,31 @@ def test_report_only_summarizes_each_model_over_the_seeds_that_tuned_it(bench, t
     assert "| net | tcl | 65 | 8 | 8 +- 0 |" in text and "| 1/1 |" in text and "| 2/2 |" in text
 
 
+def test_a_named_report_of_other_rounds_sits_beside_the_main_one(bench, tmp_path, monkeypatch):
+    """--report-name with --learned-per-iter 4: the learned model's 4-a-round run is reported in files of that
+    name, and the main report (8 a round) is left as it was."""
+    import json
+    import sys
+
+    for model, label, per_iter, final in (("xgb", "xgb", 8, 2.0), ("tcl", "tcl", 8, 1.8), ("tcl", "tcl-4per-iter", 4, 1.5)):
+        run = tmp_path / "net" / "seed0" / label
+        (run / "local-1c").mkdir(parents=True)
+        (run / "local-1c.json").write_text(json.dumps({model: {**_row(model, final, None), "num_trials_per_iter": per_iter}}))
+        (run / "local-1c" / "curves.csv").write_text(CURVES_HEADER + f"{model},8,1.0,3.0\n{model},16,2.0,{final}\n")
+    (tmp_path / "summary.md").write_text("the main report")
+    monkeypatch.setenv("TCL_TRACKING", "off")
+    monkeypatch.setattr(sys, "argv", ["bench_tune.py", "--platform", "local-1c", "--networks", "net", "--trials", "64",
+                                      "--seeds", "0", "--models", "xgb", "tcl", "--report-only", "--out", str(tmp_path),
+                                      "--learned-per-iter", "4", "--report-name", "per-iter-4",
+                                      "--set", "tune.learned_search={}"])
+    bench.main()
+    assert (tmp_path / "summary.md").read_text() == "the main report"
+    rows = {r["cost_model"]: r for r in json.loads((tmp_path / "per-iter-4.json").read_text())["networks"]["net"]}
+    assert rows["tcl"]["final_est_ms"]["mean"] == 1.5 and rows["tcl"]["num_trials_per_iter"] == 4
+    assert rows["xgb"]["num_trials_per_iter"] == 8
+    assert (tmp_path / "net-per-iter-4.png").stat().st_size > 1000 and not (tmp_path / "net.png").exists()
+
+
 def test_the_report_names_each_models_recorded_search_settings(bench):
     search = {"population": 512, "genetic_iters": 4, "eps_greedy": 0.05, "init_measured_ratio": 0.2,
               "mutate_prob": 0.85}

@@ -38,6 +38,9 @@ def test_a_heavy_task_needs_a_longer_plateau_than_a_light_one():
                                                    RunnerResult(run_secs=None, error_msg="build failed")])
     assert ledger.load("heavy") == pytest.approx(1.5) and ledger.load("light") == pytest.approx(0.5)
     assert ledger.load("unmeasured") == 1.0                         # no estimate yet: an average task
+    assert ledger.history("heavy") == [2e-3] and ledger.history("unmeasured") == []
+    ledger.curve.apply(scheduler, 0, [], [], [RunnerResult(run_secs=[3e-3], error_msg=None)])  # slower: best stays
+    assert ledger.history("heavy") == [2e-3, 2e-3]
     flat = [2e-3] * 4
     scaled = ControllerSettings(window=4, cv_threshold=0.01, scale_window=True)
     assert scaled.settled(flat, ledger.load("light"))               # a light task keeps the plain window

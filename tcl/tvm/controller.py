@@ -1,7 +1,7 @@
 """Moses's adaptive controller inside MetaSchedule's search: stop measuring a task once it has settled.
 
-After each measured batch of a task, its best latency so far is appended to the task's history;
-when the coefficient of variation (std / mean) of the last `window` values falls below
+After each measured batch of a task, the run's CurveRecorder appends its best latency so far to the task's
+history; when the coefficient of variation (std / mean) of the last `window` values falls below
 `cv_threshold`, the task asks for no more measurements, and the gradient task scheduler (any
 MetaSchedule scheduler) terminates it and gives the remaining trials to the tasks that still move.
 
@@ -58,8 +58,8 @@ class ControllerSettings:
 
 class TaskLedger:
     """What one run's SettlingSearch clones share: each task's place in the tuning order (set once the tasks are
-    extracted), the run's CurveRecorder (which keeps every task's weight and best latency so far) and the names
-    of the tasks that ended, in order."""
+    extracted), the run's CurveRecorder (which keeps every task's weight, best latency so far and its history
+    batch by batch) and the names of the tasks that ended, in order."""
 
     def __init__(self):
         self.order: dict[str, int] = {}
@@ -72,6 +72,12 @@ class TaskLedger:
             return 1.0
         return self.curve.load(self.order[task])
 
+    def history(self, task: str) -> list[float]:
+        """The task's best latency after each of its measured batches ([] before tuning starts)."""
+        if self.curve is None or task not in self.order:
+            return []
+        return self.curve.history[self.order[task]]
+
 
 @derived_object
 class SettlingSearch(PySearchStrategy):
@@ -81,7 +87,6 @@ class SettlingSearch(PySearchStrategy):
         super().__init__()
         self.inner, self.settings = inner, settings
         self.ledger = ledger if ledger is not None else TaskLedger()
-        self.history: list[float] = []
         self.task = ""
 
     def _initialize_with_tune_context(self, context) -> None:
@@ -89,22 +94,21 @@ class SettlingSearch(PySearchStrategy):
         self.inner._initialize_with_tune_context(context)
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None) -> None:
-        self.history = []
         self.inner.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
 
     def post_tuning(self) -> None:
         self.inner.post_tuning()
 
     def generate_measure_candidates(self):
-        if self.settings.settled(self.history, self.ledger.load(self.task)):
+        # the recorder has seen every batch of this task by now: the scheduler joins a task's batch (and runs the
+        # measure callbacks) before it asks the task for the next one
+        if self.settings.settled(self.ledger.history(self.task), self.ledger.load(self.task)):
             self.ledger.stopped.append(self.task)
             return None
         return self.inner.generate_measure_candidates()
 
     def notify_runner_results(self, measure_candidates, results) -> None:
         self.inner.notify_runner_results(measure_candidates, results)
-        ran = [float(np.mean([float(s) for s in r.run_secs])) for r in results if r.error_msg is None and r.run_secs]
-        self.history.append(min([*self.history[-1:], *ran], default=math.inf))
 
     def clone(self):
         return SettlingSearch(self.inner.clone(), self.settings, self.ledger)

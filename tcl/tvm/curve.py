@@ -28,6 +28,7 @@ class CurveRecorder(PyMeasureCallback):
         self.weights = [float(w) for w in task_weights]
         self.best = [math.inf] * len(task_weights)
         self.measured = [0] * len(task_weights)
+        self.history: list[list[float]] = [[] for _ in task_weights]  # each task's best latency after each batch
         self.points: list[CurvePoint] = []
         self.trials = 0
         self.start = time.perf_counter()
@@ -38,6 +39,7 @@ class CurveRecorder(PyMeasureCallback):
             if res.error_msg is None and res.run_secs:
                 secs = [float(x) for x in res.run_secs]
                 self.best[task_id] = min(self.best[task_id], sum(secs) / len(secs))
+        self.history[task_id].append(self.best[task_id])
         self.trials += len(runner_results)
         self.measured[task_id] += len(runner_results)
         estimate = (sum(w * b for w, b in zip(self.weights, self.best))
