@@ -50,6 +50,14 @@ def test_a_heavy_task_needs_a_longer_plateau_than_a_light_one():
     assert ControllerSettings(window=4, cv_threshold=0.01).settled(flat, ledger.load("heavy"))  # off: Moses's rule
 
 
+def test_a_controlled_search_needs_the_runs_ledger():
+    from tcl.tvm.tuning import SearchSettings
+
+    # without the ledger (and its CurveRecorder) the controller would see no history and never end a task
+    with pytest.raises(ValueError, match="TaskLedger"):
+        SearchSettings().strategy(ControllerSettings(enabled=True))
+
+
 def test_controller_settings_are_strict():
     assert ControllerSettings.from_params({"tune": {"controller": {"window": 5}}}).window == 5
     with pytest.raises(ValueError, match=r"tune\.controller"):

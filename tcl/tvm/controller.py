@@ -66,27 +66,26 @@ class TaskLedger:
         self.curve = None  # tcl.tvm.curve.CurveRecorder, set before tuning starts
         self.stopped: list[str] = []
 
+    def _recorded(self, task: str) -> bool:
+        return self.curve is not None and task in self.order
+
     def load(self, task: str) -> float:
         """The task's share of the estimate over the tasks measured so far, times their number (1 = average)."""
-        if self.curve is None or task not in self.order:
-            return 1.0
-        return self.curve.load(self.order[task])
+        return self.curve.load(self.order[task]) if self._recorded(task) else 1.0
 
     def history(self, task: str) -> list[float]:
         """The task's best latency after each of its measured batches ([] before tuning starts)."""
-        if self.curve is None or task not in self.order:
-            return []
-        return self.curve.history[self.order[task]]
+        return self.curve.history[self.order[task]] if self._recorded(task) else []
 
 
 @derived_object
 class SettlingSearch(PySearchStrategy):
-    """`inner` (one task's EvolutionarySearch) until the task settles; then it generates nothing."""
+    """`inner` (one task's EvolutionarySearch) until the task settles; then it generates nothing. The task's
+    history is the run's CurveRecorder's, through `ledger`: a ledger without one never settles a task."""
 
-    def __init__(self, inner, settings: ControllerSettings, ledger: TaskLedger | None = None):
+    def __init__(self, inner, settings: ControllerSettings, ledger: TaskLedger):
         super().__init__()
-        self.inner, self.settings = inner, settings
-        self.ledger = ledger if ledger is not None else TaskLedger()
+        self.inner, self.settings, self.ledger = inner, settings, ledger
         self.task = ""
 
     def _initialize_with_tune_context(self, context) -> None:

@@ -126,6 +126,8 @@ class SearchSettings:
             search = WideStartSearch(self.wide.strategy(), search, self.wide_batches)
         if controller is None:
             return search
+        if ledger is None:  # the controller reads each task's history from the ledger's CurveRecorder
+            raise ValueError("a search with the controller (tune.controller) needs the run's TaskLedger")
         from .controller import SettlingSearch
 
         return SettlingSearch(search, controller, ledger)
