@@ -302,9 +302,12 @@ def plot_network(curves: dict[int, dict[str, list]], path: Path, title: str) -> 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     models = list(dict.fromkeys(m for runs in curves.values() for m in runs))
+    legend_rows = math.ceil(len(models) / 2)  # one legend under both plots: labels with settings are long
+    height = 4.2 + 0.22 * legend_rows
+    fig, axes = plt.subplots(1, 2, figsize=(12, height))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = colors if len(models) <= len(colors) else list(plt.get_cmap("tab20").colors)
     for axis, ax, label in ((0, axes[0], "measured trials"), (1, axes[1], "tuning wall time (s)")):
         for i, model in enumerate(models):
             color = colors[i % len(colors)]
@@ -318,9 +321,10 @@ def plot_network(curves: dict[int, dict[str, list]], path: Path, title: str) -> 
         ax.set_xlabel(label)
         ax.set_ylabel("estimated network latency (ms)")
         ax.grid(alpha=0.3)
-        ax.legend()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize="small", frameon=False)
     fig.suptitle(f"{title}\none line per seed, a dot where the run ended")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, (0.22 * legend_rows + 0.1) / height, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
