@@ -303,8 +303,8 @@ def plot_network(curves: dict[int, dict[str, list]], path: Path, title: str) -> 
     import matplotlib.pyplot as plt
 
     models = list(dict.fromkeys(m for runs in curves.values() for m in runs))
-    legend_rows = math.ceil(len(models) / 2)  # one legend under both plots: labels with settings are long
-    height = 4.2 + 0.22 * legend_rows
+    legend_inches = 0.22 * math.ceil(len(models) / 2)  # one two-column legend under both plots: labels are long
+    height = 4.2 + legend_inches
     fig, axes = plt.subplots(1, 2, figsize=(12, height))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     colors = colors if len(models) <= len(colors) else list(plt.get_cmap("tab20").colors)
@@ -324,7 +324,7 @@ def plot_network(curves: dict[int, dict[str, list]], path: Path, title: str) -> 
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=2, fontsize="small", frameon=False)
     fig.suptitle(f"{title}\none line per seed, a dot where the run ended")
-    fig.tight_layout(rect=(0, (0.22 * legend_rows + 0.1) / height, 1, 1))
+    fig.tight_layout(rect=(0, (legend_inches + 0.1) / height, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
