@@ -119,7 +119,14 @@ def search_tag(search: dict[str, Any] | None, drafted: bool = False) -> str:
     default = asdict(SearchSettings())
     keys = [k for k in SEARCH_KEYS if not (drafted and k == "population")]
     tag = "".join(f"-{k}{search[k]}" for k in keys if search and k in search and search[k] != default[k])
-    return tag + (psa_tag((search or {}).get("psa")) if drafted else "")
+    return tag + (psa_tag((search or {}).get("psa")) if drafted else "") + controller_tag(search)
+
+
+def controller_tag(search: dict[str, Any] | None) -> str:
+    """'-cv_batch_best' for a run whose Moses controller took the CV over each batch's own best; '' without a
+    controller and for the controller over the best so far (every controlled run before stop 61 recorded none)."""
+    statistic = ((search or {}).get("controller") or {}).get("statistic", "best_so_far")
+    return "" if statistic == "best_so_far" else f"-cv_{statistic}"
 
 
 def row_search_tag(row: dict[str, Any]) -> str:
@@ -145,7 +152,9 @@ def search_label(model: str, row: dict[str, Any]) -> str:
     if "draft_verify" in search:
         tag = psa_tag(search.get("psa"))
         psa = f", PSA rates {tag[1:]}" if tag else ", uncalibrated PSA"
-    return f"{model} [search {search['population']}x{search['genetic_iters']}{wide}{psa}]"
+    cv = controller_tag(search)
+    controller = f", CV over {cv[4:].replace('_', ' ')}" if cv else ""
+    return f"{model} [search {search['population']}x{search['genetic_iters']}{wide}{psa}{controller}]"
 
 
 def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int], digests: dict[str, set[str]] | None = None,
@@ -355,7 +364,8 @@ def search_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]]) -> lis
                     text += f", PSA drafts and the model verifies {found['draft_verify']}"
                 if "controller" in found:
                     c = found["controller"]
-                    text += f", controller window {c['window']} cv < {c['cv_threshold']}"
+                    text += (f", controller window {c['window']} cv < {c['cv_threshold']} of the "
+                             f"{c.get('statistic', 'best_so_far').replace('_', ' ')}")
                     if c.get("scale_window"):
                         text += " (window scaled by the task's share of the estimate)"
                 seen.setdefault(row["cost_model"], set()).add(text)
@@ -444,6 +454,24 @@ def task_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]], baseline
                                  f"{baseline}'s estimate)")
     return ["the task costing each run the most against " + baseline + " (runs that recorded their tasks): "
             + "; ".join(notes) + "."] if notes else []
+
+
+def fixed_program_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]]) -> list[str]:
+    """Per network and seed, the part of each run's final estimate that comes from tasks of one program (measured
+    once in every run): BERT's GELU is one program whose 12 copies measured 4.6-6.9 ms in different runs, more
+    than every tuned task's gap between the models."""
+    from tcl.tvm.compare import fixed_program_share
+
+    notes = []
+    for network, tables in seed_tables.items():
+        for seed, rows in sorted(tables.items()):
+            rows = [r for r in rows if r.get("tasks")]
+            fixed, shares = fixed_program_share([r["tasks"] for r in rows])
+            if len(rows) > 1 and fixed:
+                parts = ", ".join(f"{r['cost_model']} {ms:.2f} of {r['final_est_ms']:.2f}" for r, ms in zip(rows, shares))
+                notes.append(f"{network} seed {seed} ({len(fixed)} tasks): {parts}")
+    return ["ms of the final estimate from tasks of one program, the same in every run but for measurement noise "
+            "(a gap there is not the cost model's): " + "; ".join(notes) + "."] if notes else []
 
 
 def render(summary: dict[str, list[dict[str, Any]]], baseline: str, seeds: dict[str, list[int]],
@@ -551,13 +579,17 @@ def main() -> None:
     from tcl.tvm.stage import trials_per_iter
 
     per_iters = trials_per_iter(tune, models, [m for m in models if not parse_cost_model(m).builtin])
+    from tcl.tvm.controller import ControllerSettings
     from tcl.tvm.draft import DraftSettings
     from tcl.tvm.psa import make_analyzer
     from tcl.tvm.tuning import SearchSettings
 
     drafting = DraftSettings.from_params(params).enabled
     psa_rates = asdict(make_analyzer(platform, params).knobs)
-    tags = {m: search_tag({**asdict(SearchSettings.for_cost_model(params, m)), "psa": psa_rates},
+    controller = ControllerSettings.from_params(params)
+    tags = {m: search_tag({**asdict(SearchSettings.for_cost_model(params, m)), "psa": psa_rates,
+                           **({"controller": asdict(controller)} if controller.enabled or parse_cost_model(m).moses
+                              else {})},
                           drafting or parse_cost_model(m).draft) for m in models}
     bundles = {base: p["bundle_dir"] for base, p in pins.items()}
     digests = {m: run_digests(parse_cost_model(m).members, pins) for m in models
@@ -612,7 +644,7 @@ def main() -> None:
     seeds = {name: sorted(tables) for name, tables in seed_tables.items()}
     prov = provenance(__file__)  # the learned models' own data versions are in their pins (per_seed rows)
     notes = (search_notes(seed_tables) + draft_notes(seed_tables) + modifier_notes(network_curves)
-             + controller_notes(seed_tables) + task_notes(seed_tables, baseline))
+             + controller_notes(seed_tables) + task_notes(seed_tables, baseline) + fixed_program_notes(seed_tables))
     text = render(summary, baseline, seeds, budgets, retimed=retimed, settings=notes) + f"- {provenance_line(prov)}\n"
     print(text)
     report_md, report_json = out / f"{args.report_name}.md", out / f"{args.report_name}.json"

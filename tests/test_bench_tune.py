@@ -120,6 +120,17 @@ def test_a_rerun_keeps_each_model_tuned_with_the_same_trials(bench, tmp_path):
     assert "tcl+draft" not in bench.tuned_models(run, "p", {**BUDGETS, "tcl+draft": 64}, tags={"tcl+draft": tag})
     assert "tcl+draft [search 512x4, uncalibrated PSA]" in bench.tuned_models(
         run, "p", {**BUDGETS, "tcl+draft": 64}, tags={"tcl+draft": tag}, every_search=True)
+    # a controller over each batch's own best (Moses's test) is another run than one over the best so far, which
+    # every controlled run before it recorded by recording no statistic
+    batch_cv = {"controller": {"window": 4, "statistic": "batch_best"}}
+    assert bench.search_tag(batch_cv) == "-cv_batch_best"
+    assert bench.search_tag({"controller": {"window": 4}}) == "" == bench.search_tag(
+        {"controller": {"statistic": "best_so_far"}})
+    tuned("tcl+moses", {**_row("tcl+moses", 0.5, 16), "search": {"controller": {"window": 4}}}, "tcl+moses,8,1.0,0.5\n")
+    assert "tcl+moses" not in bench.tuned_models(run, "p", {**BUDGETS, "tcl+moses": 64}, tags={"tcl+moses": "-cv_batch_best"})
+    assert "tcl+moses [search 512x4]" in bench.tuned_models(run, "p", {**BUDGETS, "tcl+moses": 64},
+                                                           tags={"tcl+moses": "-cv_batch_best"}, every_search=True)
+    assert bench.search_label("tcl+moses", {"search": batch_cv}) == "tcl+moses [search 512x4, CV over batch best]"
     # one being tuned when the benchmark was killed (its table is not written yet) is not kept
     (run / "tlp" / "p").mkdir(parents=True)
     assert "tlp" not in bench.tuned_models(run, "p", BUDGETS)
@@ -237,8 +248,8 @@ def test_the_report_names_each_models_recorded_search_settings(bench):
     (note,) = bench.search_notes({"net": {0: rows}})
     assert "xgb: population 512, 4 generations;" in note
     assert "tenset_mlp+draft: population 512, 4 generations, PSA drafts and the model verifies 64" in note
-    assert ("tenset_mlp+moses: population 512, 4 generations, controller window 4 cv < 0.01 (window scaled by "
-            "the task's share of the estimate)") in note
+    assert ("tenset_mlp+moses: population 512, 4 generations, controller window 4 cv < 0.01 of the best so far "
+            "(window scaled by the task's share of the estimate)") in note
     assert "tcl:" not in note
     assert bench.search_notes({"net": {0: [_row("tcl", 1.0, 65)]}}) == []
 
@@ -265,6 +276,24 @@ def test_the_report_compares_each_modified_run_with_the_same_model_unmodified(be
     assert "tenset_mlp+draft: 5.200 ms against tenset_mlp's 5.000; never reached its final" in note
     assert "tcl+draft" not in note
     assert bench.modifier_notes({"net": {1: {"tenset_mlp": plain, "xgb": plain}}}) == []
+
+
+def test_the_report_gives_the_part_of_each_estimate_no_cost_model_chose(bench):
+    """A task of one program is measured once in every run: its latency differs between runs by noise alone, and
+    the note says how much of each final estimate it is (BERT's GELU decided its network estimates)."""
+    def tasks(gelu_us, dense_us, dense_trials=200):
+        return [{"task": "gelu", "weight": 12, "best_us": gelu_us, "trials": 1},
+                {"task": "dense", "weight": 48, "best_us": dense_us, "trials": dense_trials},
+                {"task": "take", "weight": 1, "best_us": None, "trials": 1}]   # never ran: adds nothing
+
+    rows = [{**_row("xgb", 12 * 6.9 + 48 * 0.6, 64), "tasks": tasks(6900.0, 600.0)},
+            {**_row("tcl", 12 * 4.7 + 48 * 0.65, 64), "tasks": tasks(4700.0, 650.0)}, _row("tlp", 1.0, 64)]
+    (note,) = bench.fixed_program_notes({"bert": {0: rows}})
+    assert "bert seed 0 (1 tasks): xgb 82.80 of 111.60, tcl 56.40 of 87.60" in note
+    # a task some run measured more than once had programs to choose from: it is the cost model's
+    rows[1]["tasks"][0]["trials"] = 2
+    assert bench.fixed_program_notes({"bert": {0: rows}}) == []
+    assert bench.fixed_program_notes({"bert": {0: rows[:1]}}) == []   # one run: nothing to compare
 
 
 def test_the_report_names_the_tasks_the_controller_ended_and_their_share_of_the_estimate(bench):

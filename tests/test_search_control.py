@@ -38,9 +38,10 @@ def test_a_heavy_task_needs_a_longer_plateau_than_a_light_one():
                                                    RunnerResult(run_secs=None, error_msg="build failed")])
     assert ledger.load("heavy") == pytest.approx(1.5) and ledger.load("light") == pytest.approx(0.5)
     assert ledger.load("unmeasured") == 1.0                         # no estimate yet: an average task
-    assert ledger.history("heavy") == [2e-3] and ledger.history("unmeasured") == []
+    assert ledger.history("heavy", "best_so_far") == [2e-3] and ledger.history("unmeasured", "batch_best") == []
     ledger.curve.apply(scheduler, 0, [], [], [RunnerResult(run_secs=[3e-3], error_msg=None)])  # slower: best stays
-    assert ledger.history("heavy") == [2e-3, 2e-3]
+    assert ledger.history("heavy", "best_so_far") == [2e-3, 2e-3]
+    assert ledger.history("heavy", "batch_best") == [2e-3, 3e-3]  # ... while the batch itself was slower
     flat = [2e-3] * 4
     scaled = ControllerSettings(window=4, cv_threshold=0.01, scale_window=True)
     assert scaled.settled(flat, ledger.load("light"))               # a light task keeps the plain window
@@ -48,6 +49,49 @@ def test_a_heavy_task_needs_a_longer_plateau_than_a_light_one():
     assert scaled.settled([3e-3] + flat + flat[:2], ledger.load("heavy"))
     assert not scaled.settled([3e-3] + flat + flat[:1], ledger.load("heavy"))  # the sixth batch back moved
     assert ControllerSettings(window=4, cv_threshold=0.01).settled(flat, ledger.load("heavy"))  # off: Moses's rule
+
+
+def test_mosess_test_reads_each_batchs_own_best_not_the_flat_best_so_far():
+    """A narrow search that finds nothing better keeps the best so far flat while its batches still differ: Moses's
+    CV over the batches' own bests keeps such a task, and stops one whose batches are equally fast."""
+    from tvm.s_tir.meta_schedule.runner import RunnerResult
+    from tvm.s_tir.meta_schedule.task_scheduler import TaskScheduler
+
+    from tcl.tvm.controller import SettlingSearch, TaskLedger
+    from tcl.tvm.curve import CurveRecorder
+
+    ledger = TaskLedger()
+    ledger.order = {"moving": 0, "steady": 1}
+    ledger.curve = CurveRecorder([1.0, 1.0])
+    scheduler = TaskScheduler.create("round-robin")
+    for moving, steady in ((1e-3, 2e-3), (3e-3, 2e-3), (1.6e-3, 2e-3), (2.4e-3, 2e-3)):
+        for task_id, secs in ((0, moving), (1, steady)):
+            ledger.curve.apply(scheduler, task_id, [], [], [RunnerResult(run_secs=[secs], error_msg=None),
+                                                           RunnerResult(run_secs=[secs * 2], error_msg=None)])
+    assert ledger.history("moving", "batch_best") == [1e-3, 3e-3, 1.6e-3, 2.4e-3]
+    assert ledger.history("moving", "best_so_far") == [1e-3] * 4                   # the best so far never moved
+    moses = ControllerSettings(window=4, cv_threshold=0.01)
+    assert moses.statistic == "batch_best"
+
+    class Asked:  # stands in for the task's EvolutionarySearch: records that the controller let it generate
+        asked = 0
+
+        def generate_measure_candidates(self):
+            Asked.asked += 1
+
+    search = SettlingSearch(Asked(), moses, ledger)
+    for task in ("moving", "steady"):
+        search.task = task
+        assert search.generate_measure_candidates() is None
+    assert ledger.stopped == ["steady"] and Asked.asked == 1        # the moving task's search went on
+    best_so_far = ControllerSettings(window=4, cv_threshold=0.01, statistic="best_so_far")
+    assert best_so_far.settled(ledger.history("moving", best_so_far.statistic))   # the earlier rule ends it
+    # a batch in which nothing ran is no evidence of a plateau
+    ledger.curve.apply(scheduler, 1, [], [], [RunnerResult(run_secs=None, error_msg="timeout")])
+    assert ledger.history("steady", "batch_best")[-1] == math.inf and not moses.settled(
+        ledger.history("steady", "batch_best"))
+    with pytest.raises(ValueError, match="statistic"):
+        ControllerSettings(statistic="median")
 
 
 def test_a_controlled_search_needs_the_runs_ledger():
@@ -102,7 +146,7 @@ def test_controller_ends_settled_tasks_under_the_gradient_scheduler(tiny_cnn, ho
     # the run records the settings in force: the draft's population replaced the search's 32
     assert result.settings["population"] == 48 and result.settings["draft_verify"] == 8
     assert result.settings["controller"] == {"enabled": True, "window": 2, "cv_threshold": 1e9,
-                                             "scale_window": False}
+                                             "scale_window": False, "statistic": "batch_best"}
     # PSA's time is part of the cost model's and reported apart (the <= 0.10 share goal is read off both)
     assert 0 < result.draft_share <= result.cost_model_share
 

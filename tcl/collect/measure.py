@@ -110,6 +110,25 @@ def _cpus(value) -> tuple[int, ...] | None:
     return tuple(int(c) for c in value) if value else None
 
 
+def alloc_arguments(device, args_info, alloc_repeat: int) -> list:
+    """LocalRunner's argument allocation: floating-point tensors random as MetaSchedule fills them, integer
+    tensors zero. Random integers index out of bounds: every embedding lookup (`take` of BERT's token ids) then
+    fails to run, so a network with one never gets a full latency estimate. Index 0 is valid for any gather."""
+    import numpy as np
+    from tvm.s_tir.meta_schedule.runner.utils import alloc_argument_common
+    from tvm.s_tir.meta_schedule.utils import get_global_func_with_default_on_worker
+
+    random_fill = get_global_func_with_default_on_worker("tvm.contrib.random.random_fill_for_measure", None)
+
+    def fill(tensor) -> None:
+        if np.issubdtype(np.dtype(str(tensor.dtype)), np.integer):
+            tensor.copyfrom(np.zeros(tensor.shape, dtype=str(tensor.dtype)))
+        else:
+            random_fill(tensor)
+
+    return alloc_argument_common(fill, device, args_info, alloc_repeat)
+
+
 def evaluator_config(runner_cfg: dict[str, Any]):
     """How each program is timed (`collect.runner`: number, repeat, min_repeat_ms), here or on a board."""
     from tvm.s_tir import meta_schedule as ms
@@ -152,6 +171,7 @@ class LocalMeasurer:
             timeout_sec=float(runner_cfg.get("timeout_sec", 10)),
             initializer=functools.partial(runner_worker_init, self._run_cpus, threads),
             evaluator_config=evaluator_config(runner_cfg),
+            f_alloc_argument=alloc_arguments,
         )
 
     def _may_overlap(self, build_cpus: tuple[int, ...] | None) -> bool:

@@ -77,6 +77,15 @@ def costliest_tasks(tasks: list[dict], base_tasks: list[dict], top: int = 2) -> 
     return sorted(gaps, key=lambda g: -(g["share_of_base"] or 0))[:top]
 
 
+def fixed_program_share(runs_tasks: list[list[dict]]) -> tuple[set[str], list[float]]:
+    """The tasks every run measured once only (a design space of one program: no cost model chooses there) and
+    each run's estimate in ms over them. Their latencies differ between runs by measurement alone, so a gap
+    between two runs' estimates that lies there says nothing about the cost models."""
+    fixed = set.intersection(*({t["task"] for t in tasks if t.get("best_us") is not None and t.get("trials", 0) <= 1}
+                               for tasks in runs_tasks)) if runs_tasks else set()
+    return fixed, [weighted_estimate(t for t in tasks if t["task"] in fixed) / 1e3 for tasks in runs_tasks]
+
+
 def comparison_table(runs: list[ModelRun], baseline: str) -> list[dict[str, Any]]:
     """One row per model: reach-the-baseline trials/seconds, final estimate, cost-model share, e2e figures."""
     base = next(r for r in runs if r.name == baseline)

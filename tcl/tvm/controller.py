@@ -1,9 +1,15 @@
 """Moses's adaptive controller inside MetaSchedule's search: stop measuring a task once it has settled.
 
-After each measured batch of a task, the run's CurveRecorder appends its best latency so far to the task's
-history; when the coefficient of variation (std / mean) of the last `window` values falls below
-`cv_threshold`, the task asks for no more measurements, and the gradient task scheduler (any
-MetaSchedule scheduler) terminates it and gives the remaining trials to the tasks that still move.
+After each measured batch of a task, the run's CurveRecorder appends the batch's own best latency and the
+task's best so far to its histories; when the coefficient of variation (std / mean) of the last `window`
+values of one of them (`statistic`) falls below `cv_threshold`, the task asks for no more measurements, and
+the gradient task scheduler (any MetaSchedule scheduler) terminates it and gives the remaining trials to the
+tasks that still move.
+
+`statistic: batch_best` is Moses's test (paper, section 3.4: the CV over the batches' own measurements): a task
+stops once the programs the model proposes batch after batch are equally fast. `best_so_far` was this
+project's first reading of it: the best so far is flat whenever a batch finds nothing better, so under a narrow
+search it ended every ResNet-50 task after 12-47 trials (docs/results.md, stop 60).
 
 With `scale_window`, a task's window grows with its load: its share of the network's estimate (weight x
 best latency) times the number of tasks measured, 1 for an average task. A best latency that has not moved
@@ -28,6 +34,10 @@ from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 from ..config import settings_from
 
 
+# what the CV is taken over: CurveRecorder's per-task history of each
+STATISTICS = ("batch_best", "best_so_far")
+
+
 @dataclass(frozen=True)
 class ControllerSettings:
     """`tune.controller` of params.yaml (`enabled` turns it on for every cost model; `+moses` for one)."""
@@ -36,19 +46,24 @@ class ControllerSettings:
     window: int = 4              # batches of a task the coefficient of variation is taken over
     cv_threshold: float = 0.01   # below it, the task's best latency has stopped moving
     scale_window: bool = False   # a task with k times the average share of the estimate waits k windows
+    statistic: str = "batch_best"  # the CV is over each batch's own best (Moses) or the best so far
 
     def __post_init__(self):
         if self.window < 2 or not self.cv_threshold >= 0:
             raise ValueError(f"params.yaml tune.controller: window must be >= 2 and cv_threshold >= 0, "
                              f"got window={self.window}, cv_threshold={self.cv_threshold}")
+        if self.statistic not in STATISTICS:
+            raise ValueError(f"params.yaml tune.controller.statistic: {self.statistic!r} is not one of "
+                             f"{list(STATISTICS)}")
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "ControllerSettings":
         return settings_from(cls, (params.get("tune") or {}).get("controller"), "tune.controller")
 
     def settled(self, history: list[float], load: float = 1.0) -> bool:
-        """Whether the last `window` best latencies vary less than the threshold (Moses's CV test); with
-        `scale_window`, the last ceil(window x load) of them for a task of `load` above 1."""
+        """Whether the last `window` values of a task's history vary less than the threshold (Moses's CV test);
+        with `scale_window`, the last ceil(window x load) of them for a task of `load` above 1. A batch in which
+        nothing ran (inf) keeps the task going."""
         window = math.ceil(self.window * max(1.0, load)) if self.scale_window else self.window
         recent = np.asarray(history[-window:], dtype="float64")
         if len(recent) < window or not np.isfinite(recent).all():
@@ -58,7 +73,7 @@ class ControllerSettings:
 
 class TaskLedger:
     """What one run's SettlingSearch clones share: each task's place in the tuning order (set once the tasks are
-    extracted), the run's CurveRecorder (which keeps every task's weight, best latency so far and its history
+    extracted), the run's CurveRecorder (which keeps every task's weight, best latency so far and its histories
     batch by batch) and the names of the tasks that ended, in order."""
 
     def __init__(self):
@@ -73,9 +88,12 @@ class TaskLedger:
         """The task's share of the estimate over the tasks measured so far, times their number (1 = average)."""
         return self.curve.load(self.order[task]) if self._recorded(task) else 1.0
 
-    def history(self, task: str) -> list[float]:
-        """The task's best latency after each of its measured batches ([] before tuning starts)."""
-        return self.curve.history[self.order[task]] if self._recorded(task) else []
+    def history(self, task: str, statistic: str) -> list[float]:
+        """The task's `statistic` (STATISTICS) after each of its measured batches ([] before tuning starts)."""
+        if not self._recorded(task):
+            return []
+        histories = {"best_so_far": self.curve.history, "batch_best": self.curve.batch_best}
+        return histories[statistic][self.order[task]]
 
 
 @derived_object
@@ -101,7 +119,8 @@ class SettlingSearch(PySearchStrategy):
     def generate_measure_candidates(self):
         # the recorder has seen every batch of this task by now: the scheduler joins a task's batch (and runs the
         # measure callbacks) before it asks the task for the next one
-        if self.settings.settled(self.ledger.history(self.task), self.ledger.load(self.task)):
+        history = self.ledger.history(self.task, self.settings.statistic)
+        if self.settings.settled(history, self.ledger.load(self.task)):
             self.ledger.stopped.append(self.task)
             return None
         return self.inner.generate_measure_candidates()

@@ -29,16 +29,20 @@ class CurveRecorder(PyMeasureCallback):
         self.best = [math.inf] * len(task_weights)
         self.measured = [0] * len(task_weights)
         self.history: list[list[float]] = [[] for _ in task_weights]  # each task's best latency after each batch
+        self.batch_best: list[list[float]] = [[] for _ in task_weights]  # each batch's own best (inf: none ran)
         self.points: list[CurvePoint] = []
         self.trials = 0
         self.start = time.perf_counter()
         self.on_batch = on_batch
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+        batch = math.inf
         for res in runner_results:
             if res.error_msg is None and res.run_secs:
                 secs = [float(x) for x in res.run_secs]
-                self.best[task_id] = min(self.best[task_id], sum(secs) / len(secs))
+                batch = min(batch, sum(secs) / len(secs))
+        self.best[task_id] = min(self.best[task_id], batch)
+        self.batch_best[task_id].append(batch)
         self.history[task_id].append(self.best[task_id])
         self.trials += len(runner_results)
         self.measured[task_id] += len(runner_results)
