@@ -122,11 +122,18 @@ def search_tag(search: dict[str, Any] | None, drafted: bool = False) -> str:
     return tag + (psa_tag((search or {}).get("psa")) if drafted else "") + controller_tag(search)
 
 
+def controller_statistic(search: dict[str, Any] | None) -> str | None:
+    """What a run's Moses controller took the CV over (None: no controller); every controlled run before stop 61
+    recorded none and took it over the best so far."""
+    controller = (search or {}).get("controller")
+    return controller.get("statistic", "best_so_far") if controller else None
+
+
 def controller_tag(search: dict[str, Any] | None) -> str:
     """'-cv_batch_best' for a run whose Moses controller took the CV over each batch's own best; '' without a
-    controller and for the controller over the best so far (every controlled run before stop 61 recorded none)."""
-    statistic = ((search or {}).get("controller") or {}).get("statistic", "best_so_far")
-    return "" if statistic == "best_so_far" else f"-cv_{statistic}"
+    controller and for the controller over the best so far."""
+    statistic = controller_statistic(search)
+    return "" if statistic in (None, "best_so_far") else f"-cv_{statistic}"
 
 
 def row_search_tag(row: dict[str, Any]) -> str:
@@ -152,8 +159,7 @@ def search_label(model: str, row: dict[str, Any]) -> str:
     if "draft_verify" in search:
         tag = psa_tag(search.get("psa"))
         psa = f", PSA rates {tag[1:]}" if tag else ", uncalibrated PSA"
-    cv = controller_tag(search)
-    controller = f", CV over {cv[4:].replace('_', ' ')}" if cv else ""
+    controller = f", CV over {controller_statistic(search).replace('_', ' ')}" if controller_tag(search) else ""
     return f"{model} [search {search['population']}x{search['genetic_iters']}{wide}{psa}{controller}]"
 
 
@@ -365,7 +371,7 @@ def search_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]]) -> lis
                 if "controller" in found:
                     c = found["controller"]
                     text += (f", controller window {c['window']} cv < {c['cv_threshold']} of the "
-                             f"{c.get('statistic', 'best_so_far').replace('_', ' ')}")
+                             f"{controller_statistic(found).replace('_', ' ')}")
                     if c.get("scale_window"):
                         text += " (window scaled by the task's share of the estimate)"
                 seen.setdefault(row["cost_model"], set()).add(text)
@@ -586,10 +592,9 @@ def main() -> None:
 
     drafting = DraftSettings.from_params(params).enabled
     psa_rates = asdict(make_analyzer(platform, params).knobs)
-    controller = ControllerSettings.from_params(params)
+    controllers = {m: ControllerSettings.from_params(params).for_run(parse_cost_model(m).moses) for m in models}
     tags = {m: search_tag({**asdict(SearchSettings.for_cost_model(params, m)), "psa": psa_rates,
-                           **({"controller": asdict(controller)} if controller.enabled or parse_cost_model(m).moses
-                              else {})},
+                           **({"controller": asdict(controllers[m])} if controllers[m] else {})},
                           drafting or parse_cost_model(m).draft) for m in models}
     bundles = {base: p["bundle_dir"] for base, p in pins.items()}
     digests = {m: run_digests(parse_cost_model(m).members, pins) for m in models

@@ -1,8 +1,8 @@
 """Moses's adaptive controller inside MetaSchedule's search: stop measuring a task once it has settled.
 
-After each measured batch of a task, the run's CurveRecorder appends the batch's own best latency and the
-task's best so far to its histories; when the coefficient of variation (std / mean) of the last `window`
-values of one of them (`statistic`) falls below `cv_threshold`, the task asks for no more measurements, and
+After each measured batch of a task, the run's CurveRecorder appends the batch's own best latency to the task's
+history; when the coefficient of variation (std / mean) of the last `window` of them, or of the task's best
+so far after each of those batches (`statistic`), falls below `cv_threshold`, the task asks for no more measurements, and
 the gradient task scheduler (any MetaSchedule scheduler) terminates it and gives the remaining trials to the
 tasks that still move.
 
@@ -24,6 +24,8 @@ task itself; tried, it fails MetaSchedule's `!task->is_terminated` check.)
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +62,11 @@ class ControllerSettings:
     def from_params(cls, params: dict[str, Any]) -> "ControllerSettings":
         return settings_from(cls, (params.get("tune") or {}).get("controller"), "tune.controller")
 
+    def for_run(self, moses: bool) -> "ControllerSettings | None":
+        """The settings a run tunes with: on for every model (`enabled`) or for one by its +moses, else None;
+        returned enabled, so the settings a run records say it was on either way."""
+        return dataclasses.replace(self, enabled=True) if (self.enabled or moses) else None
+
     def settled(self, history: list[float], load: float = 1.0) -> bool:
         """Whether the last `window` values of a task's history vary less than the threshold (Moses's CV test);
         with `scale_window`, the last ceil(window x load) of them for a task of `load` above 1. A batch in which
@@ -73,8 +80,8 @@ class ControllerSettings:
 
 class TaskLedger:
     """What one run's SettlingSearch clones share: each task's place in the tuning order (set once the tasks are
-    extracted), the run's CurveRecorder (which keeps every task's weight, best latency so far and its histories
-    batch by batch) and the names of the tasks that ended, in order."""
+    extracted), the run's CurveRecorder (which keeps every task's weight, best latency so far and each of its
+    batches' best) and the names of the tasks that ended, in order."""
 
     def __init__(self):
         self.order: dict[str, int] = {}
@@ -92,8 +99,8 @@ class TaskLedger:
         """The task's `statistic` (STATISTICS) after each of its measured batches ([] before tuning starts)."""
         if not self._recorded(task):
             return []
-        histories = {"best_so_far": self.curve.history, "batch_best": self.curve.batch_best}
-        return histories[statistic][self.order[task]]
+        batches = self.curve.batch_best[self.order[task]]
+        return list(itertools.accumulate(batches, min)) if statistic == "best_so_far" else batches
 
 
 @derived_object

@@ -28,7 +28,6 @@ class CurveRecorder(PyMeasureCallback):
         self.weights = [float(w) for w in task_weights]
         self.best = [math.inf] * len(task_weights)
         self.measured = [0] * len(task_weights)
-        self.history: list[list[float]] = [[] for _ in task_weights]  # each task's best latency after each batch
         self.batch_best: list[list[float]] = [[] for _ in task_weights]  # each batch's own best (inf: none ran)
         self.points: list[CurvePoint] = []
         self.trials = 0
@@ -43,7 +42,6 @@ class CurveRecorder(PyMeasureCallback):
                 batch = min(batch, sum(secs) / len(secs))
         self.best[task_id] = min(self.best[task_id], batch)
         self.batch_best[task_id].append(batch)
-        self.history[task_id].append(self.best[task_id])
         self.trials += len(runner_results)
         self.measured[task_id] += len(runner_results)
         estimate = (sum(w * b for w, b in zip(self.weights, self.best))

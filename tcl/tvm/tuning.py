@@ -195,9 +195,7 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
         shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir(parents=True, exist_ok=True)
     spec = parse_cost_model(cost_model_name, known_base=False)  # the factory's own name; params were checked
-    controller = controller or ControllerSettings()
-    # on for every model, or for this one by its +moses; the settings recorded say it was on either way
-    controller = dataclasses.replace(controller, enabled=True) if (controller.enabled or spec.moses) else None
+    controller = (controller or ControllerSettings()).for_run(spec.moses)
     guard = guard or GuardSettings()
     guarded = None
     if (guard.enabled and not spec.builtin) or spec.guard or spec.handoff:
