@@ -119,7 +119,15 @@ def search_tag(search: dict[str, Any] | None, drafted: bool = False) -> str:
     default = asdict(SearchSettings())
     keys = [k for k in SEARCH_KEYS if not (drafted and k == "population")]
     tag = "".join(f"-{k}{search[k]}" for k in keys if search and k in search and search[k] != default[k])
-    return tag + (psa_tag((search or {}).get("psa")) if drafted else "") + controller_tag(search)
+    return (tag + (psa_tag((search or {}).get("psa")) if drafted else "") + controller_tag(search)
+            + boost_tag(search))
+
+
+def boost_tag(search: dict[str, Any] | None) -> str:
+    """'-boost_run' for a run whose boosted trees learned from every task of the run (tune.online.boost_scope);
+    '' for trees per task, the default (and every run before the scope existed)."""
+    scope = (search or {}).get("boost_scope")
+    return f"-boost_{scope}" if scope else ""
 
 
 def controller_statistic(search: dict[str, Any] | None) -> str | None:
@@ -160,7 +168,8 @@ def search_label(model: str, row: dict[str, Any]) -> str:
         tag = psa_tag(search.get("psa"))
         psa = f", PSA rates {tag[1:]}" if tag else ", uncalibrated PSA"
     controller = f", CV over {controller_statistic(search).replace('_', ' ')}" if controller_tag(search) else ""
-    return f"{model} [search {search['population']}x{search['genetic_iters']}{wide}{psa}{controller}]"
+    boost = f", trees over the {search['boost_scope']}'s tasks" if boost_tag(search) else ""
+    return f"{model} [search {search['population']}x{search['genetic_iters']}{wide}{psa}{controller}{boost}]"
 
 
 def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int], digests: dict[str, set[str]] | None = None,
@@ -587,14 +596,18 @@ def main() -> None:
     per_iters = trials_per_iter(tune, models, [m for m in models if not parse_cost_model(m).builtin])
     from tcl.tvm.controller import ControllerSettings
     from tcl.tvm.draft import DraftSettings
+    from tcl.tvm.online import OnlineSettings
     from tcl.tvm.psa import make_analyzer
     from tcl.tvm.tuning import SearchSettings
 
     drafting = DraftSettings.from_params(params).enabled
     psa_rates = asdict(make_analyzer(platform, params).knobs)
     controllers = {m: ControllerSettings.from_params(params).for_run(parse_cost_model(m).moses) for m in models}
+    boost_scope = OnlineSettings.from_params(params).boost_scope
     tags = {m: search_tag({**asdict(SearchSettings.for_cost_model(params, m)), "psa": psa_rates,
-                           **({"controller": asdict(controllers[m])} if controllers[m] else {})},
+                           **({"controller": asdict(controllers[m])} if controllers[m] else {}),
+                           **({"boost_scope": boost_scope}
+                              if parse_cost_model(m).adaptation == "boost" and boost_scope != "task" else {})},
                           drafting or parse_cost_model(m).draft) for m in models}
     bundles = {base: p["bundle_dir"] for base, p in pins.items()}
     digests = {m: run_digests(parse_cost_model(m).members, pins) for m in models

@@ -131,6 +131,13 @@ def test_a_rerun_keeps_each_model_tuned_with_the_same_trials(bench, tmp_path):
     assert "tcl+moses [search 512x4]" in bench.tuned_models(run, "p", {**BUDGETS, "tcl+moses": 64},
                                                            tags={"tcl+moses": "-cv_batch_best"}, every_search=True)
     assert bench.search_label("tcl+moses", {"search": batch_cv}) == "tcl+moses [search 512x4, CV over batch best]"
+    # boosted trees over the whole run's tasks are another run than per-task trees, which every run before
+    # the scope existed had by recording none
+    assert bench.search_tag({"boost_scope": "run"}) == "-boost_run" and bench.search_tag({}) == ""
+    tuned("tcl+boost", {**_row("tcl+boost", 0.55, 16), "search": {}}, "tcl+boost,8,1.0,0.55\n")
+    assert "tcl+boost" not in bench.tuned_models(run, "p", {**BUDGETS, "tcl+boost": 64}, tags={"tcl+boost": "-boost_run"})
+    assert bench.search_label("tcl+boost", {"search": {"boost_scope": "run"}}) == \
+        "tcl+boost [search 512x4, trees over the run's tasks]"
     # one being tuned when the benchmark was killed (its table is not written yet) is not kept
     (run / "tlp" / "p").mkdir(parents=True)
     assert "tlp" not in bench.tuned_models(run, "p", BUDGETS)

@@ -353,3 +353,25 @@ def test_learned_search_can_keep_the_wide_search_for_a_tasks_first_batches():
                                                         "tcl").strategy(), WideStartSearch)
     with pytest.raises(ValueError, match="learned_search"):
         SearchSettings.from_params({"tune": {"search": {"wide_batches": 1}}})
+
+
+@pytest.mark.slow
+def test_boosted_trees_over_the_run_learn_from_every_task_metaschedule_measures(tiny_cnn, host_platform, measurer,
+                                                                                tmp_path):
+    """tune.online.boost_scope run: MetaSchedule's updates of every task feed one set of trees (a per-task
+    booster would learn each task alone), and the run records the scope it tuned with."""
+    from tcl.features.per_store import PerStoreFeaturizer
+    from tcl.models import build_model
+    from tcl.models.bundle import ModelBundle
+    from tcl.tvm.cost_model import LearnedCostModel
+    from tcl.tvm.online import OnlineSettings
+
+    model = build_model("xgb", feat_dim=164, seq_len=None, seed=0)  # untrained: scores 0, the trees learn it all
+    bundle = ModelBundle("xgb", model, PerStoreFeaturizer(16), host_platform.name, host_platform.spec_vector, {})
+    cost_model = LearnedCostModel(bundle, adaptation="boost",
+                                  settings=OnlineSettings(boost_rounds=5, boost_scope="run"))
+    result = _tune(tiny_cnn, host_platform, measurer, tmp_path, cost_model, "pretrained_xgb+boost", trials=24)
+    adapter = cost_model.adapter
+    assert len(adapter.updates) >= 2, adapter.updates             # several tasks measured and handed over
+    assert list(adapter.boosters) == [None]                        # ... into one booster, not one each
+    assert result.settings["boost_scope"] == "run"

@@ -2,8 +2,9 @@
 
 ``make_adapter("moa", bundle, settings)``: "frozen" (the pretrained model as it is), "ft"
 (plain fine-tuning of a per-task copy), "moa" (MoA-Pruner's momentum online adaptation
-through a Siamese copy), "boost" (per-task XGBoost trees grown on the task's measurements
-on top of the pretrained scores of a PerStoreFeature model, as TVM's xgb learns from scratch).
+through a Siamese copy), "boost" (XGBoost trees grown on the measurements, per task or over
+every task of the run, on top of the pretrained scores of a PerStoreFeature model, as TVM's
+xgb learns from scratch).
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ class OnlineSettings:
     lr: float = 7e-4         # ft, moa: Adam learning rate of those steps
     momentum: float = 0.99   # moa: Siamese <- momentum * Siamese + (1 - momentum) * target (the paper's 0.99)
     period: int = 1          # moa: the momentum update after every `period`-th update of a task
-    boost_rounds: int = 10   # boost: trees added on top of the pretrained booster per task
+    boost_rounds: int = 10   # boost: trees grown on top of the pretrained scores at each update
+    boost_scope: str = "task"  # boost: "task" (a booster per task) | "run" (one over every task's measurements)
     min_programs: int = 2    # no adaptation before a task has this many measured programs
 
     @classmethod
