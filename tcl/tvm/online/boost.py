@@ -15,7 +15,8 @@ per task on that task's programs only, so one task's corrections never touch ano
 xgb learns one model for all of a network's tasks: a network's tasks of one kind (BERT's dense
 layers, ResNet's convolutions) then correct the prior together, and a task's first batch is
 already scored with what its siblings taught (the trees read the program's features, not the
-task's name).
+task's name). On top of the pretrained XGB it did not pay in the tuning benchmark (BERT-base,
+three seeds; ResNet-50, one: docs/results.md), so `task` stays the default.
 
 Any model on TVM's PerStoreFeature can be the prior (the trees read the same features,
 summed over stores as TVM's xgb does): the pretrained XGB (for it, trees on its margin are
@@ -49,7 +50,7 @@ class BoostAdapter(FrozenAdapter):
 
     def __init__(self, bundle, settings=None, prior=None):
         super().__init__(bundle, settings, prior)
-        self.boosters: dict = {}   # task -> its booster ("task" scope); one shared booster under every key ("run")
+        self.boosters: dict = {}   # task -> its booster ("task" scope); {None: the run's one booster} ("run")
         self._fitted: dict = {}    # task -> (summed inputs, pretrained margins, labels) of its measured programs
         model = bundle.model
         # the pretrained XGB's own tree settings; TVM-xgb-like defaults for any other prior
