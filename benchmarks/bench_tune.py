@@ -603,11 +603,10 @@ def main() -> None:
     drafting = DraftSettings.from_params(params).enabled
     psa_rates = asdict(make_analyzer(platform, params).knobs)
     controllers = {m: ControllerSettings.from_params(params).for_run(parse_cost_model(m).moses) for m in models}
-    boost_scope = OnlineSettings.from_params(params).boost_scope
+    online = OnlineSettings.from_params(params)
     tags = {m: search_tag({**asdict(SearchSettings.for_cost_model(params, m)), "psa": psa_rates,
                            **({"controller": asdict(controllers[m])} if controllers[m] else {}),
-                           **({"boost_scope": boost_scope}
-                              if parse_cost_model(m).adaptation == "boost" and boost_scope != "task" else {})},
+                           **online.recorded(parse_cost_model(m).adaptation)},
                           drafting or parse_cost_model(m).draft) for m in models}
     bundles = {base: p["bundle_dir"] for base, p in pins.items()}
     digests = {m: run_digests(parse_cost_model(m).members, pins) for m in models

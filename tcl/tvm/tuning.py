@@ -197,7 +197,7 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     spec = parse_cost_model(cost_model_name, known_base=False)  # the factory's own name; params were checked
     controller = (controller or ControllerSettings()).for_run(spec.moses)
     guard = guard or GuardSettings()
-    adapter = getattr(cost_model, "adapter", None)  # the learned model's online adaptation, under any wrapper
+    adapter = getattr(cost_model, "adapter", None)  # a learned model's online adaptation (read before the wrappers)
     guarded = None
     if (guard.enabled and not spec.builtin) or spec.guard or spec.handoff:
         fallback = make_builtin_cost_model("xgb", seed, platform.threads)
@@ -216,8 +216,8 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
         settings["psa"] = dataclasses.asdict(cost_model.analyzer.knobs)
     if controller is not None:
         settings["controller"] = dataclasses.asdict(controller)
-    if getattr(adapter, "name", None) == "boost" and adapter.settings.boost_scope != "task":
-        settings["boost_scope"] = adapter.settings.boost_scope
+    if adapter is not None:
+        settings.update(adapter.settings.recorded(adapter.name))
     ledger = TaskLedger()
     contexts, weights = tune_contexts(relax_mod, platform, work_dir, seed, search, network, controller, ledger)
     first_round = len(contexts) * num_trials_per_iter

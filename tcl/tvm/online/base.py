@@ -39,6 +39,11 @@ class OnlineSettings:
     def from_params(cls, params: dict[str, Any]) -> "OnlineSettings":
         return settings_from(cls, (params.get("tune") or {}).get("online"), "tune.online")
 
+    def recorded(self, adaptation: str) -> dict[str, Any]:
+        """What a tuning run with `adaptation` records of these settings beside its search's, to tell it from the
+        runs before them: the boost scope when its trees learn from more than their own task."""
+        return {"boost_scope": self.boost_scope} if adaptation == "boost" and self.boost_scope != "task" else {}
+
 
 def concat_rows(arrays: list[np.ndarray]) -> np.ndarray:
     """Stack batches of model inputs; per-store inputs differ in width (axis 1) and are zero-padded."""
