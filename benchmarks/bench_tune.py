@@ -52,7 +52,7 @@ from tcl.workloads.settings import WorkloadSettings  # noqa: E402
 # Every run tuned before rows recorded `num_trials_per_iter` used 8 trials per task per round.
 LEGACY_PER_ITER = 8
 # search settings a run's directory and the keep-check tell apart
-SEARCH_KEYS = ("population", "genetic_iters", "wide_batches")
+SEARCH_KEYS = ("population", "genetic_iters", "eps_greedy", "wide_batches")
 # params.yaml tune.psa.cpu until benchmarks/calibrate_psa.py searched them (stop 58)
 PSA_RATES_BEFORE_CALIBRATION = {"ops_per_cycle": 2.0, "vector_registers": 16, "l1_loads_per_cycle": 2.0,
                                 "l2_bytes_per_cycle": 32.0, "l3_bytes_per_cycle": 16.0, "dram_gbs_per_core": 25.0,
@@ -163,13 +163,15 @@ def search_label(model: str, row: dict[str, Any]) -> str:
 
     search = {**asdict(SearchSettings()), **(row.get("search") or {})}
     wide = f", the first {search['wide_batches']} wide" if search.get("wide_batches") else ""
+    eps = asdict(SearchSettings())["eps_greedy"]
+    eps = f", {search['eps_greedy']:g} at random" if search["eps_greedy"] != eps else ""
     psa = ""
     if "draft_verify" in search:
         tag = psa_tag(search.get("psa"))
         psa = f", PSA rates {tag[1:]}" if tag else ", uncalibrated PSA"
     controller = f", CV over {controller_statistic(search).replace('_', ' ')}" if controller_tag(search) else ""
     boost = f", trees over the {search['boost_scope']}'s tasks" if boost_tag(search) else ""
-    return f"{model} [search {search['population']}x{search['genetic_iters']}{wide}{psa}{controller}{boost}]"
+    return f"{model} [search {search['population']}x{search['genetic_iters']}{eps}{wide}{psa}{controller}{boost}]"
 
 
 def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int], digests: dict[str, set[str]] | None = None,
@@ -600,14 +602,14 @@ def main() -> None:
     from tcl.tvm.psa import make_analyzer
     from tcl.tvm.tuning import SearchSettings
 
-    drafting = DraftSettings.from_params(params).enabled
+    draft = DraftSettings.from_params(params)
     psa_rates = asdict(make_analyzer(platform, params).knobs)
     controllers = {m: ControllerSettings.from_params(params).for_run(parse_cost_model(m).moses) for m in models}
     online = OnlineSettings.from_params(params)
     tags = {m: search_tag({**asdict(SearchSettings.for_cost_model(params, m)), "psa": psa_rates,
                            **({"controller": asdict(controllers[m])} if controllers[m] else {}),
                            **online.recorded(parse_cost_model(m).adaptation)},
-                          drafting or parse_cost_model(m).draft) for m in models}
+                          draft.for_run(parse_cost_model(m).draft) is not None) for m in models}
     bundles = {base: p["bundle_dir"] for base, p in pins.items()}
     digests = {m: run_digests(parse_cost_model(m).members, pins) for m in models
                if all(b in pins for b in parse_cost_model(m).members)}

@@ -105,6 +105,10 @@ def test_a_rerun_keeps_each_model_tuned_with_the_same_trials(bench, tmp_path):
     both = bench.tuned_models(run, "p", BUDGETS, tags={"tcl": "-population256"}, every_search=True)
     assert both["tcl"][1] == [(8, 1.0, 0.7)] and both["tcl [search 512x4]"][1] == [(8, 1.0, 0.8)]
     assert both["tcl [search 512x4]"][0]["cost_model"] == "tcl [search 512x4]"  # the report groups rows by it
+    # a larger random share of each batch (tune.learned_search.eps_greedy) is another run too, named in its row
+    greedy = {**small, "population": 512, "eps_greedy": 0.25}
+    assert bench.search_tag(greedy) == "-eps_greedy0.25" and bench.search_tag({**greedy, "eps_greedy": 0.05}) == ""
+    assert bench.search_label("tcl", {"search": greedy}) == "tcl [search 512x4, 0.25 at random]"
     # drafting replaces the population: a drafted row's own population is not a search tag
     assert bench.search_tag({"population": 2048, "genetic_iters": 4}, drafted=True) == ""
     assert bench.row_search_tag({"search": {"population": 2048, "draft_verify": 64}}) == ""

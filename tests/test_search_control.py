@@ -110,6 +110,16 @@ def test_controller_settings_are_strict():
         ControllerSettings(window=1)
 
 
+def test_a_run_drafts_when_every_model_does_or_its_name_asks():
+    from tcl.tvm.draft import DraftSettings
+
+    off, on = DraftSettings(), DraftSettings(enabled=True, population=64, verify=8)
+    assert off.for_run(False) is None and off.for_run(True) == off
+    assert on.for_run(False) == on
+    with pytest.raises(ValueError, match=r"tune\.draft"):
+        DraftSettings.from_params({"tune": {"draft": {"verify": 0}}})
+
+
 @pytest.fixture(scope="module")
 def tiny_cnn(params, host_platform):
     from tcl.workloads import fuse_for_tuning, load_network

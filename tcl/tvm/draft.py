@@ -37,6 +37,10 @@ class DraftSettings:
     def from_params(cls, params: dict[str, Any]) -> "DraftSettings":
         return settings_from(cls, (params.get("tune") or {}).get("draft"), "tune.draft")
 
+    def for_run(self, draft: bool) -> "DraftSettings | None":
+        """The settings a run drafts with: on for every model (`enabled`) or for one by its +draft, else None."""
+        return self if (self.enabled or draft) else None
+
 
 @derived_object
 class DraftThenVerify(PyCostModel):

@@ -206,12 +206,12 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
             log.warning("%s: the bundle does not say which operator types it was trained on; the guard does not "
                         "keep unfamiliar ones from it (retrain, or see tcl.tvm.pinned.add_op_types)", cost_model_name)
         cost_model = guarded = GuardedCostModel(cost_model, fallback, guard, op_types, handoff=spec.handoff)
-    draft = draft or DraftSettings()
-    if draft.enabled or spec.draft:
+    draft = (draft or DraftSettings()).for_run(spec.draft)
+    if draft is not None:
         search = dataclasses.replace(search or SearchSettings(), population=draft.population)
         cost_model = DraftThenVerify(cost_model, make_analyzer(platform, params), draft.verify)
     settings = dataclasses.asdict(search or SearchSettings())
-    if isinstance(cost_model, DraftThenVerify):
+    if draft is not None:
         settings["draft_verify"] = draft.verify
         settings["psa"] = dataclasses.asdict(cost_model.analyzer.knobs)
     if controller is not None:
