@@ -161,10 +161,10 @@ def search_label(model: str, row: dict[str, Any]) -> str:
     ('tenset_mlp [search 512x4]'); runs from before stop 39 recorded no search: TVM's defaults."""
     from tcl.tvm.tuning import SearchSettings
 
-    search = {**asdict(SearchSettings()), **(row.get("search") or {})}
+    default = asdict(SearchSettings())
+    search = {**default, **(row.get("search") or {})}
     wide = f", the first {search['wide_batches']} wide" if search.get("wide_batches") else ""
-    eps = asdict(SearchSettings())["eps_greedy"]
-    eps = f", {search['eps_greedy']:g} at random" if search["eps_greedy"] != eps else ""
+    eps = f", {search['eps_greedy']:g} at random" if search["eps_greedy"] != default["eps_greedy"] else ""
     psa = ""
     if "draft_verify" in search:
         tag = psa_tag(search.get("psa"))
