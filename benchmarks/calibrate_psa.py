@@ -52,20 +52,11 @@ def scored_split(platform_name: str, params, records: Path, splits: tuple[str, .
 def database_split(directory: Path, platform_name: str):
     """(ranking arrays, LoopNest per row) of a MetaSchedule tuning database: a tuning run's measured programs,
     e.g. of a benchmark network no split holds. Unreadable lines are counted, not kept."""
-    import tempfile
-
-    import pyarrow as pa
-
-    from tcl.data.ms_database import read_ms_database
-    from tcl.data.quarantine import Quarantine
+    from tcl.data.ms_database import read_ms_database_table
     from tcl.data.splits import add_labels
 
     modules: dict[str, str] = {}
-    with tempfile.TemporaryDirectory() as tmp, Quarantine(tmp, "database") as quarantine:
-        table = pa.concat_tables(read_ms_database(directory, platform=platform_name, quarantine=quarantine,
-                                                  on_module=modules.__setitem__))
-        if quarantine.counts:
-            print(f"{directory}: left out {dict(quarantine.counts)}", flush=True)
+    table = read_ms_database_table(directory, platform=platform_name, on_module=modules.__setitem__)
     return ranking_split(add_labels(table)), loop_nests(table, modules.__getitem__)
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -27,20 +26,16 @@ REPORT = "reports/search_diversity"
 
 
 def run_programs(run_dir: Path, platform: str) -> dict[str, list[str]] | None:
-    """Each task's measured programs in the order the run measured them (failed builds left out); None for a
-    run whose database was not kept (runs before bench_tune kept them)."""
-    import pyarrow as pa
-
-    from tcl.data.ms_database import read_ms_database
-    from tcl.data.quarantine import Quarantine
+    """Each task's measured programs in the order the run measured them (failed builds and unreadable lines
+    left out); None for a run whose database was not kept (runs before bench_tune kept them)."""
+    from tcl.data.ms_database import read_ms_database_table
 
     databases = [p.parent for p in (run_dir / platform).glob("*/database_tuning_record.json")]
     if not databases:
         return None
     if len(databases) > 1:
         raise ValueError(f"{run_dir / platform}: expected one tuning database, found {len(databases)}")
-    with tempfile.TemporaryDirectory() as tmp, Quarantine(tmp, "database") as quarantine:
-        table = pa.concat_tables(read_ms_database(databases[0], platform=platform, quarantine=quarantine))
+    table = read_ms_database_table(databases[0], platform=platform)
     programs: dict[str, list[str]] = defaultdict(list)
     for key, program, error in zip(*(table.column(c).to_pylist() for c in ("task_key", "program", "error_code"))):
         if not error:
@@ -57,19 +52,20 @@ def measure(root: Path, networks, seeds, runs, platform: str, first: int) -> dic
             per_seed = []
             for seed in seeds:
                 run_dir = root / network / f"seed{seed}" / run
-                programs = run_programs(run_dir, platform) if (run_dir / platform).is_dir() else None
+                programs = run_programs(run_dir, platform)
                 if programs is None:
                     continue
                 figures = [task_diversity(p[:first]) for p in programs.values() if len(p) >= first]
                 per_seed.append((seed, len(figures), float(np.mean([s for s, _ in figures])),
                                  float(np.nanmean([d for _, d in figures]))))
             if per_seed:
-                sk, dec = np.array([p[2] for p in per_seed]), np.array([p[3] for p in per_seed])
-                rows.append({"network": network, "run": run, "seeds": [p[0] for p in per_seed],
-                             "tasks": [p[1] for p in per_seed], "sketches": sk.tolist(), "differing": dec.tolist(),
-                             "sketches_mean": float(sk.mean()), "sketches_std": float(sk.std(ddof=1)) if len(sk) > 1 else 0.0,
-                             "differing_mean": float(dec.mean()),
-                             "differing_std": float(dec.std(ddof=1)) if len(dec) > 1 else 0.0})
+                row = {"network": network, "run": run, "seeds": [p[0] for p in per_seed],
+                       "tasks": [p[1] for p in per_seed]}
+                for column, key in ((2, "sketches"), (3, "differing")):
+                    values = np.array([p[column] for p in per_seed])
+                    row.update({key: values.tolist(), f"{key}_mean": float(values.mean()),
+                                f"{key}_std": float(values.std(ddof=1)) if len(values) > 1 else 0.0})
+                rows.append(row)
     return {"platform": platform, "first": first, "rows": rows}
 
 
@@ -82,7 +78,7 @@ def render(report: dict) -> str:
         lines.append(f"| {r['network']} | {r['run']} | {len(r['seeds'])} | {r['tasks'][0]} | "
                      f"{r['sketches_mean']:.2f} +- {r['sketches_std']:.2f} | "
                      f"{r['differing_mean']:.3f} +- {r['differing_std']:.3f} |")
-    return "\n".join(lines + ["", provenance_line(report["provenance"])]) + "\n"
+    return "\n".join(lines + ["", provenance_line(report)]) + "\n"
 
 
 def plot(report: dict, path: Path) -> None:
@@ -121,7 +117,7 @@ def main(argv=None) -> None:
     report = measure(args.root, args.networks, args.seeds, args.runs, args.platform, args.first)
     if not report["rows"]:
         raise SystemExit(f"{args.root}: none of the runs {args.runs} is there for {args.networks}, seeds {args.seeds}")
-    report["provenance"] = provenance(__file__, argv)
+    report.update(provenance(__file__, argv))
     md = render(report)
     print(md)
     base = out_path(args, REPORT)

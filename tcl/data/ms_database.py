@@ -275,3 +275,18 @@ def read_ms_database(directory: str | Path, *, platform: str, quarantine: Quaran
             yield rec
 
     yield from tables_in_chunks(rows(), chunk_size)
+
+
+def read_ms_database_table(directory: str | Path, *, platform: str,
+                           on_module: Callable[[str, str], None] | None = None) -> pa.Table:
+    """A whole JSONDatabase as one table, for a report that reads a tuning run and stores nothing of it: lines
+    that cannot be read are left out and counted on stdout, their quarantine file thrown away with its
+    temporary directory (ingesting a run for keeps is tcl.data.tuning_dbs's, with a real quarantine)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp, Quarantine(tmp, "database") as quarantine:
+        table = pa.concat_tables(read_ms_database(directory, platform=platform, quarantine=quarantine,
+                                                  on_module=on_module))
+        if quarantine.counts:
+            print(f"{directory}: left out {dict(quarantine.counts)}", flush=True)
+    return table
