@@ -27,6 +27,14 @@ DATA_OUTPUTS = ("data/records", "data/tuning", "data/features")
 NOT_LOCKED = "not locked yet"
 
 
+def mean_std(values) -> tuple[float, float]:
+    """The mean and the sample standard deviation (0 for a single value) every report gives over seeds/rounds."""
+    import numpy as np
+
+    vals = np.asarray(values, dtype="float64")
+    return float(vals.mean()), float(vals.std(ddof=1)) if len(vals) > 1 else 0.0
+
+
 def add_out_args(ap: argparse.ArgumentParser, report: str) -> None:
     """--out and --update-report (one or the other) for a benchmark whose committed report is `report`."""
     group = ap.add_mutually_exclusive_group()

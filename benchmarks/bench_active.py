@@ -27,6 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._out import mean_std  # noqa: E402
 from tcl.collect.catalog import load_tasks_by_key  # noqa: E402
 from tcl.collect.collector import LazyMeasurers, replay_task  # noqa: E402
 from tcl.config import load_params  # noqa: E402
@@ -120,7 +121,8 @@ def main() -> None:
 
 
 def _mean_std(values: list[float], digits: int) -> str:
-    return f"{np.mean(values):.{digits}f} +- {np.std(values, ddof=1) if len(values) > 1 else 0.0:.{digits}f}"
+    mean, std = mean_std(values)
+    return f"{mean:.{digits}f} +- {std:.{digits}f}"
 
 
 if __name__ == "__main__":

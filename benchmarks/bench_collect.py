@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from flows import _tvm_first  # noqa: E402,F401  (before MLflow: see flows/_tvm_first.py)
-from benchmarks._out import add_out_args, out_path, provenance, provenance_line  # noqa: E402
+from benchmarks._out import add_out_args, mean_std, out_path, provenance, provenance_line  # noqa: E402
 from tcl.collect.catalog import load_tasks_by_key  # noqa: E402
 from tcl.collect.collector import replay_task  # noqa: E402
 from tcl.collect.measure import make_measurer, pinned_to  # noqa: E402
@@ -113,9 +113,9 @@ def main() -> None:
               "spearman_latency": spearman([a[p] for p in both], [b[p] for p in both]), "paired_programs": len(both)}
     lines = ["| setting | builder cores | programs/s (mean +- std over rounds) | per round |", "|---|---|---|---|"]
     for name, row in rows.items():
-        v = np.asarray(row["programs_per_s"])
-        lines.append(f"| {name} | {row['builder_cpus']} | {v.mean():.2f} +- {v.std(ddof=1) if len(v) > 1 else 0:.2f} "
-                     f"| {', '.join(f'{x:.2f}' for x in v)} |")
+        mean, std = mean_std(row["programs_per_s"])
+        lines.append(f"| {name} | {row['builder_cpus']} | {mean:.2f} +- {std:.2f} "
+                     f"| {', '.join(f'{x:.2f}' for x in row['programs_per_s'])} |")
     md = "\n".join([f"# Collection throughput on {platform.name}", "", *lines, "",
                     f"- {n} programs ({args.programs} of each of {len(tasks)} tasks: {', '.join(report['tasks'])}), "
                     f"timed on cores {report['runner_cpus']}, {args.rounds} rounds alternating the settings.",

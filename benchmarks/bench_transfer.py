@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._out import add_out_args, out_path, provenance, provenance_line  # noqa: E402
+from benchmarks._out import add_out_args, mean_std, out_path, provenance, provenance_line  # noqa: E402
 from tcl.config import load_params  # noqa: E402
 from tcl.data.store import atomic_write_bytes  # noqa: E402
 from tcl.features.dataset import load_split, load_tokenizer  # noqa: E402
@@ -70,8 +70,7 @@ def summarize(runs: list[dict], methods: list[str]) -> list[dict]:
         summary = {"method": name, "seeds": len(rows), "params_deployed": rows[0]["params_deployed"],
                    "params_total": rows[0]["params_total"], "seconds": float(np.mean([r["seconds"] for r in rows]))}
         for k in METRICS:
-            vals = np.array([r[k] for r in rows])
-            summary[k], summary[f"{k}_std"] = float(vals.mean()), float(vals.std(ddof=1)) if len(vals) > 1 else 0.0
+            summary[k], summary[f"{k}_std"] = mean_std([r[k] for r in rows])
         out.append(summary)
     return out
 

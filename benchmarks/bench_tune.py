@@ -42,7 +42,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from flows import _tvm_first  # noqa: E402,F401  (before MLflow: see flows/_tvm_first.py)
-from benchmarks._out import provenance, provenance_line  # noqa: E402
+from benchmarks._out import mean_std, provenance, provenance_line  # noqa: E402
 from tcl.config import apply_overrides, load_params  # noqa: E402
 from tcl.platforms import get_platform  # noqa: E402
 from tcl.tvm.pinned import weight_digests  # noqa: E402
@@ -52,7 +52,7 @@ from tcl.workloads.settings import WorkloadSettings  # noqa: E402
 # Every run tuned before rows recorded `num_trials_per_iter` used 8 trials per task per round.
 LEGACY_PER_ITER = 8
 # search settings a run's directory and the keep-check tell apart
-SEARCH_KEYS = ("population", "genetic_iters", "eps_greedy", "wide_batches")
+SEARCH_KEYS = ("population", "genetic_iters", "eps_greedy", "max_sketch_share", "wide_batches")
 # params.yaml tune.psa.cpu until benchmarks/calibrate_psa.py searched them (stop 58)
 PSA_RATES_BEFORE_CALIBRATION = {"ops_per_cycle": 2.0, "vector_registers": 16, "l1_loads_per_cycle": 2.0,
                                 "l2_bytes_per_cycle": 32.0, "l3_bytes_per_cycle": 16.0, "dram_gbs_per_core": 25.0,
@@ -74,8 +74,8 @@ def _mean_std(values: list[float]) -> dict[str, float | None]:
     vals = [v for v in values if v is not None and math.isfinite(v)]
     if not vals:
         return {"mean": None, "std": None, "n": 0}
-    return {"mean": float(np.mean(vals)), "std": float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0,
-            "n": len(vals)}
+    mean, std = mean_std(vals)
+    return {"mean": mean, "std": std, "n": len(vals)}
 
 
 def summarize(tables: dict[int, list[dict[str, Any]]], baseline: str) -> list[dict[str, Any]]:
@@ -165,6 +165,8 @@ def search_label(model: str, row: dict[str, Any]) -> str:
     search = {**default, **(row.get("search") or {})}
     wide = f", the first {search['wide_batches']} wide" if search.get("wide_batches") else ""
     eps = f", {search['eps_greedy']:g} at random" if search["eps_greedy"] != default["eps_greedy"] else ""
+    if search.get("max_sketch_share", default["max_sketch_share"]) != default["max_sketch_share"]:
+        eps += f", a sketch at most {search['max_sketch_share']:g} of a batch"
     psa = ""
     if "draft_verify" in search:
         tag = psa_tag(search.get("psa"))

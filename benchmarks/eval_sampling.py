@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._out import add_out_args, out_path, provenance  # noqa: E402
+from benchmarks._out import add_out_args, mean_std, out_path, provenance  # noqa: E402
 from tcl.config import load_params  # noqa: E402
 from tcl.data.store import atomic_write_bytes  # noqa: E402
 from tcl.features.dataset import load_split  # noqa: E402
@@ -83,8 +83,7 @@ def summarize(results: list[dict]) -> list[dict]:
         row = {"strategy": strategy, "rate": rate, "seeds": len(group),
                "labelled": int(np.mean([g["labelled"] for g in group]))}
         for k in METRICS:
-            vals = np.array([g[k] for g in group])
-            row[k], row[f"{k}_std"] = float(vals.mean()), float(vals.std(ddof=1)) if len(vals) > 1 else 0.0
+            row[k], row[f"{k}_std"] = mean_std([g[k] for g in group])
         out.append(row)
     return out
 

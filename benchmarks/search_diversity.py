@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._out import add_out_args, out_path, provenance, provenance_line, write_report  # noqa: E402
+from benchmarks._out import add_out_args, mean_std, out_path, provenance, provenance_line, write_report  # noqa: E402
 
 REPORT = "reports/search_diversity"
 
@@ -62,9 +62,9 @@ def measure(root: Path, networks, seeds, runs, platform: str, first: int) -> dic
                 row = {"network": network, "run": run, "seeds": [p[0] for p in per_seed],
                        "tasks": [p[1] for p in per_seed]}
                 for column, key in ((2, "sketches"), (3, "differing")):
-                    values = np.array([p[column] for p in per_seed])
-                    row.update({key: values.tolist(), f"{key}_mean": float(values.mean()),
-                                f"{key}_std": float(values.std(ddof=1)) if len(values) > 1 else 0.0})
+                    values = [p[column] for p in per_seed]
+                    mean, std = mean_std(values)
+                    row.update({key: values, f"{key}_mean": mean, f"{key}_std": std})
                 rows.append(row)
     return {"platform": platform, "first": first, "rows": rows}
 

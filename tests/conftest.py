@@ -115,6 +115,16 @@ def host_platform(params):
     return get_platform(params, "local-1c")
 
 
+@pytest.fixture(scope="module")
+def tiny_cnn(params, host_platform):
+    """The tiny CNN of the tuning tests, fused into tasks as tune_network receives a network."""
+    from tcl.workloads import fuse_for_tuning, load_network
+    from tcl.workloads.settings import WorkloadSettings
+
+    net = load_network("tiny_cnn", WorkloadSettings.from_params(params))
+    return fuse_for_tuning(net.relax_mod, host_platform.tvm_target())
+
+
 @pytest.fixture(scope="session")
 def measurer(host_platform):
     from tcl.collect.measure import LocalMeasurer

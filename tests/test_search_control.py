@@ -120,15 +120,6 @@ def test_a_run_drafts_when_every_model_does_or_its_name_asks():
         DraftSettings.from_params({"tune": {"draft": {"verify": 0}}})
 
 
-@pytest.fixture(scope="module")
-def tiny_cnn(params, host_platform):
-    from tcl.workloads import fuse_for_tuning, load_network
-    from tcl.workloads.settings import WorkloadSettings
-
-    net = load_network("tiny_cnn", WorkloadSettings.from_params(params))
-    return fuse_for_tuning(net.relax_mod, host_platform.tvm_target())
-
-
 def _tune(tiny_cnn, host_platform, measurer, tmp_path, cost_model, name, trials, **kw):
     from tcl.tvm.tuning import SearchSettings, tune_network
 

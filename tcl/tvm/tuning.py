@@ -84,6 +84,7 @@ class SearchSettings:
     eps_greedy: float = 0.05         # share of each batch picked at random instead of by the model
     init_measured_ratio: float = 0.2  # share of the first population taken from measured programs
     mutate_prob: float = 0.85
+    max_sketch_share: float = 1.0    # most of a batch one sketch may take while others were scored (tcl.tvm.spread)
     wide_batches: int = 0            # tune.learned_search only: a task's first batches search with `wide`
     wide: "SearchSettings | None" = None  # (tune.search's settings; tcl.tvm.widestart)
 
@@ -124,6 +125,10 @@ class SearchSettings:
             from .widestart import WideStartSearch
 
             search = WideStartSearch(self.wide.strategy(), search, self.wide_batches)
+        if self.max_sketch_share < 1:
+            from .spread import SketchSpreadSearch
+
+            search = SketchSpreadSearch(search, self.max_sketch_share, self.eps_greedy)
         if controller is None:
             return search
         if ledger is None:  # the controller reads each task's history from the ledger's CurveRecorder
