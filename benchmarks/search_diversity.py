@@ -56,6 +56,8 @@ def measure(root: Path, networks, seeds, runs, platform: str, first: int) -> dic
                 if programs is None:
                     continue
                 figures = [task_diversity(p[:first]) for p in programs.values() if len(p) >= first]
+                if not figures:  # a run still in its first rounds: no task measured `first` programs yet
+                    continue
                 per_seed.append((seed, len(figures), float(np.mean([s for s, _ in figures])),
                                  float(np.nanmean([d for _, d in figures]))))
             if per_seed:

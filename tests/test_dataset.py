@@ -119,6 +119,19 @@ def test_ms_database_round_trip(ms_db, tmp_path):
         assert row["record_id"] == make_record_id("host-avx512-2c", key, program)
 
 
+def test_a_whole_database_reads_as_one_table_even_before_its_first_record(ms_db, tmp_path):
+    from tcl.data.ms_database import read_ms_database_table
+
+    table = read_ms_database_table(ms_db["dir"], platform="host-avx512-2c")
+    assert table.schema == RECORD_SCHEMA and table.num_rows == 6
+    started = tmp_path / "started"  # a tuning run that committed its workloads and measured nothing yet
+    started.mkdir()
+    shutil.copy(ms_db["dir"] / WORKLOAD_FILE, started / WORKLOAD_FILE)
+    (started / RECORD_FILE).write_text("")
+    empty = read_ms_database_table(started, platform="host-avx512-2c")
+    assert empty.schema == RECORD_SCHEMA and empty.num_rows == 0
+
+
 @pytest.mark.slow
 def test_ms_database_bad_lines_are_quarantined_with_file_and_line(ms_db, tmp_path):
     db = tmp_path / "db"

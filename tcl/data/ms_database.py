@@ -40,7 +40,7 @@ import pyarrow as pa
 from tcl.data.ansor import RecordError
 from tcl.data.metaschedule import to_plain_json, trace_to_steps
 from tcl.data.quarantine import Quarantine
-from tcl.data.schema import make_record_id, parse_json, show, summarize_times, tables_in_chunks
+from tcl.data.schema import RECORD_SCHEMA, make_record_id, parse_json, show, summarize_times, tables_in_chunks
 
 SOURCE = "metaschedule"
 WORKLOAD_FILE = "database_workload.json"
@@ -285,8 +285,9 @@ def read_ms_database_table(directory: str | Path, *, platform: str,
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp, Quarantine(tmp, "database") as quarantine:
-        table = pa.concat_tables(read_ms_database(directory, platform=platform, quarantine=quarantine,
-                                                  on_module=on_module))
+        table = pa.concat_tables([RECORD_SCHEMA.empty_table(),  # a run that measured nothing yet: no rows
+                                  *read_ms_database(directory, platform=platform, quarantine=quarantine,
+                                                    on_module=on_module)])
         if quarantine.counts:
             print(f"{directory}: left out {dict(quarantine.counts)}", flush=True)
     return table
