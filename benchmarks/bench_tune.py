@@ -165,15 +165,15 @@ def search_label(model: str, row: dict[str, Any]) -> str:
     search = {**default, **(row.get("search") or {})}
     wide = f", the first {search['wide_batches']} wide" if search.get("wide_batches") else ""
     eps = f", {search['eps_greedy']:g} at random" if search["eps_greedy"] != default["eps_greedy"] else ""
-    if search.get("max_sketch_share", default["max_sketch_share"]) != default["max_sketch_share"]:
-        eps += f", a sketch at most {search['max_sketch_share']:g} of a batch"
+    spread = (f", a sketch at most {search['max_sketch_share']:g} of a batch"
+              if search["max_sketch_share"] != default["max_sketch_share"] else "")
     psa = ""
     if "draft_verify" in search:
         tag = psa_tag(search.get("psa"))
         psa = f", PSA rates {tag[1:]}" if tag else ", uncalibrated PSA"
     controller = f", CV over {controller_statistic(search).replace('_', ' ')}" if controller_tag(search) else ""
     boost = f", trees over the {search['boost_scope']}'s tasks" if boost_tag(search) else ""
-    return f"{model} [search {search['population']}x{search['genetic_iters']}{eps}{wide}{psa}{controller}{boost}]"
+    return f"{model} [search {search['population']}x{search['genetic_iters']}{eps}{spread}{wide}{psa}{controller}{boost}]"
 
 
 def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int], digests: dict[str, set[str]] | None = None,

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 from tvm.ir.utils import derived_object
-from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 from ..config import settings_from
 from .memo import ProgramMemo
+from .wrapper import CostModelWrapper
 
 
 @dataclass(frozen=True)
@@ -43,23 +43,14 @@ class DraftSettings:
 
 
 @derived_object
-class DraftThenVerify(PyCostModel):
+class DraftThenVerify(CostModelWrapper):
     """Scores with `inner` only the `verify` candidates PSA (`analyzer`) estimates fastest."""
 
     def __init__(self, inner, analyzer, verify: int):
-        super().__init__()
-        self.inner, self.analyzer, self.verify = inner, analyzer, int(verify)
+        super().__init__(inner)
+        self.analyzer, self.verify = analyzer, int(verify)
         self.psa_scores = ProgramMemo(max_entries=100_000)  # a float each
         self.draft_seconds = 0.0  # PSA's part of the cost model's time (hashing included), for the share report
-
-    def load(self, path: str) -> None:
-        self.inner.load(path)
-
-    def save(self, path: str) -> None:
-        self.inner.save(path)
-
-    def update(self, context, candidates, results) -> None:
-        self.inner.update(context, candidates, results)
 
     def predict(self, context, candidates) -> np.ndarray:
         n = len(candidates)

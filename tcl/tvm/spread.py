@@ -20,8 +20,9 @@ from collections import Counter
 
 import numpy as np
 from tvm.ir.utils import derived_object
-from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
+
+from .wrapper import CostModelWrapper
 
 
 def sketch_of(candidate) -> tuple[str, ...]:
@@ -47,25 +48,15 @@ def spread_pick(scored: list[tuple[float, tuple, object]], n: int, max_share: fl
 
 
 @derived_object
-class RecordingCostModel(PyCostModel):
+class RecordingCostModel(CostModelWrapper):
     """Passes every call to `inner`; remembers each candidate scored since `clear`, by structural hash."""
 
     def __init__(self, inner):
-        super().__init__()
-        self.inner = inner
+        super().__init__(inner)
         self.seen: dict[str, tuple[float, object]] = {}
 
     def clear(self) -> None:
         self.seen = {}
-
-    def load(self, path: str) -> None:
-        self.inner.load(path)
-
-    def save(self, path: str) -> None:
-        self.inner.save(path)
-
-    def update(self, context, candidates, results) -> None:
-        self.inner.update(context, candidates, results)
 
     def predict(self, context, candidates) -> np.ndarray:
         from tvm.s_tir.meta_schedule.utils import shash2hex

@@ -6,24 +6,17 @@ from __future__ import annotations
 import time
 
 from tvm.ir.utils import derived_object
-from tvm.s_tir.meta_schedule.cost_model import PyCostModel
+from .wrapper import CostModelWrapper
 
 
 @derived_object
-class TimedCostModel(PyCostModel):
+class TimedCostModel(CostModelWrapper):
     """Delegates to `inner` and adds up the seconds spent in it."""
 
     def __init__(self, inner):
-        super().__init__()
-        self.inner = inner
+        super().__init__(inner)
         self.seconds = 0.0
         self.predicted = 0
-
-    def load(self, path: str) -> None:
-        self.inner.load(path)
-
-    def save(self, path: str) -> None:
-        self.inner.save(path)
 
     def update(self, context, candidates, results) -> None:
         start = time.perf_counter()
