@@ -2,8 +2,9 @@
 
 Computed from the record store itself (and the retest store): tasks by operator type
 and network, programs and failures per platform, programs paired across platforms,
-latency ranges, measurement time and load, the test-retest correlation, bytes on
-disk and the DVC data version. Written as `reports/dataset.md` and as flat JSON
+latency ranges, measurement time and load, the test-retest correlation, how far
+apart the platforms' rankings are (tcl/data/agreement.py), bytes on disk and the DVC
+data version. Written as `reports/dataset.md` and as flat JSON
 metrics (`reports/dataset.json`) that `dvc metrics diff` can compare.
 """
 
@@ -18,6 +19,7 @@ import pandas as pd
 import yaml
 
 from ..workloads.inputs import base_network
+from .agreement import platform_agreement, render_agreement
 from .footprint import RAW_OUTPUTS, footprint
 from .store import RecordStore
 
@@ -141,6 +143,7 @@ def dataset_card(records_root: str | Path, retest_root: str | Path, lock_path: s
     platforms = sorted(card["platforms"])
     ran = ok.groupby("program_id")["platform"].nunique()
     card["paired_programs"] = int((ran == len(platforms)).sum()) if platforms else 0
+    card["agreement"] = platform_agreement(df)
     retest_store = RecordStore(retest_root)
     card["retest"] = retest_stats(df, _frame(retest_store)) if retest_store.platforms() else {}
     card["bytes"] = {"records": _bytes(Path(records_root)), "retest": _bytes(Path(retest_root))}
@@ -181,6 +184,7 @@ def render_markdown(card: dict[str, Any]) -> str:
                   f"{sum(p['programs'] for p in card['platforms'].values()):,} in the main store, "
                   + ", ".join(f"{sum(p['programs'] for p in o['platforms'].values()):,} on {o['tasks']} tasks in "
                               f"`{root}` (a collection of its own)" for root, o in others.items()) + "."]
+    lines += ["", "## Platforms against each other", "", *render_agreement(card.get("agreement") or {})]
     lines += ["", "## Test-retest", ""]
     if card["retest"]:
         lines += ["The same programs measured again later (`retest` stage). Spearman of the latencies, and of the "
