@@ -11,11 +11,13 @@ measurement on the target.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+COLUMNS = ["platform", "task_key", "program_id", "median_sec", "error_code"]
 MIN_COMMON_PROGRAMS = 8  # fewer common programs in a task: too few for a rank correlation or a pick
 
 
@@ -41,14 +43,16 @@ def _per_task(both: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"spearman": spearman, "pick_top1": best / picked["median_sec_dst"]})
 
 
-def platform_agreement(records: pd.DataFrame, min_common: int = MIN_COMMON_PROGRAMS) -> dict[str, Any]:
+def platform_agreement(records: pd.DataFrame, min_common: int = MIN_COMMON_PROGRAMS,
+                       targets: list[str] | None = None) -> dict[str, Any]:
     """{source: {target: {tasks, spearman (median over tasks), pick_top1 (mean over tasks)}}} for every
-    ordered pair of the successful records' platforms that share a task with `min_common` programs."""
+    ordered pair of the successful records' platforms (into `targets` only, when given) that share a
+    task with `min_common` programs."""
     ok = records[(records["error_code"] == "") & (records["median_sec"] > 0)]
     platforms = sorted(ok["platform"].unique())
     out: dict[str, Any] = {}
     for source in platforms:
-        for target in platforms:
+        for target in platforms if targets is None else targets:
             if source == target:
                 continue
             both = _pair_frame(ok, source, target, min_common)
@@ -63,10 +67,18 @@ def platform_agreement(records: pd.DataFrame, min_common: int = MIN_COMMON_PROGR
     return out
 
 
-def nearest_sources(agreement: dict[str, Any], target: str) -> list[tuple[str, float]]:
-    """The platforms whose picks do best on `target`, best first: (source, pick_top1)."""
-    rows = [(src, cells[target]["pick_top1"]) for src, cells in agreement.items() if target in cells]
-    return sorted(rows, key=lambda r: -r[1])
+def agreement_into(records_root: str | Path, target: str, min_common: int = MIN_COMMON_PROGRAMS
+                   ) -> dict[str, dict[str, float]]:
+    """{source: {tasks, spearman, pick_top1}} of every platform of the record store at `records_root`
+    against `target`'s measurements there; empty when the store has none for `target`."""
+    from .store import RecordStore
+
+    store = RecordStore(records_root)
+    platforms = store.platforms()
+    if target not in platforms:
+        return {}
+    records = pd.concat([store.read(p, columns=COLUMNS).to_pandas() for p in platforms], ignore_index=True)
+    return {src: cells[target] for src, cells in platform_agreement(records, min_common, [target]).items()}
 
 
 def render_agreement(agreement: dict[str, Any]) -> list[str]:
