@@ -22,11 +22,8 @@ COLUMNS = ["platform", "task_key", "program_id", "median_sec", "error_code"]
 MIN_COMMON_PROGRAMS = 8  # fewer common programs in a task: too few for a rank correlation or a pick
 
 
-def _pair_frame(ok: pd.DataFrame, source: str, target: str, min_common: int) -> pd.DataFrame:
+def _pair_frame(a: pd.DataFrame, b: pd.DataFrame, min_common: int) -> pd.DataFrame:
     """The programs both platforms measured, one row each: task, source and target latency."""
-    cols = ["task_key", "program_id", "median_sec"]
-    a = ok.loc[ok["platform"] == source, cols]
-    b = ok.loc[ok["platform"] == target, cols]
     both = a.merge(b, on=["task_key", "program_id"], suffixes=("_src", "_dst"))
     sizes = both.groupby("task_key")["program_id"].transform("size")
     return both[sizes >= min_common]
@@ -50,13 +47,15 @@ def platform_agreement(records: pd.DataFrame, min_common: int = MIN_COMMON_PROGR
     ordered pair of the successful records' platforms (into `targets` only, when given) that share a
     task with `min_common` programs."""
     ok = records[(records["error_code"] == "") & (records["median_sec"] > 0)]
-    platforms = sorted(ok["platform"].unique())
+    # one frame per platform, split once: every pair reads two of them
+    frames = {p: g[["task_key", "program_id", "median_sec"]] for p, g in ok.groupby("platform")}
+    platforms = sorted(frames)
     out: dict[str, Any] = {}
     for source in platforms:
         for target in platforms if targets is None else targets:
-            if source == target:
+            if source == target or target not in frames:
                 continue
-            both = _pair_frame(ok, source, target, min_common)
+            both = _pair_frame(frames[source], frames[target], min_common)
             if both.empty:
                 continue
             tasks = _per_task(both)
