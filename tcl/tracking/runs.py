@@ -8,9 +8,11 @@ follows its parent: no parent tracked, no child tracked.
 
 from __future__ import annotations
 
+import fcntl
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator
 
 from ..config import check_keys
@@ -77,9 +79,26 @@ def configure(params: dict[str, Any] | None) -> bool:
         return False
     mlflow = _mlflow()
     cfg = (params or {}).get("tracking") or {}
-    mlflow.set_tracking_uri(os.environ.get("MLFLOW_TRACKING_URI") or cfg.get("mlflow_uri", DEFAULT_URI))
-    mlflow.set_experiment(cfg.get("experiment", DEFAULT_EXPERIMENT))
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or cfg.get("mlflow_uri", DEFAULT_URI)
+    mlflow.set_tracking_uri(uri)
+    with _sqlite_store_lock(uri):  # the first open of a store creates its tables
+        mlflow.set_experiment(cfg.get("experiment", DEFAULT_EXPERIMENT))
     return True
+
+
+@contextmanager
+def _sqlite_store_lock(uri: str) -> Iterator[None]:
+    """Two processes that open a new SQLite store at the same moment both create its tables, and one of
+    them fails ("table ... already exists"): two benchmarks started together, one per core. An flock on
+    `<db>.lock` beside the store lets one create them while the other waits. No-op for other stores."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    path = Path(uri[len("sqlite:///"):].split("?", 1)[0])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{path}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes, or when a killed holder exits
+        yield
 
 
 def require_enabled(params: dict[str, Any] | None, what: str) -> None:
