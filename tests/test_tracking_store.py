@@ -11,8 +11,7 @@ def _open_store(uri: str, barrier, results) -> None:
         from tcl.tracking import runs
 
         barrier.wait(timeout=120)
-        runs.configure({"tracking": {"mlflow_uri": uri, "experiment": "race"}})
-        with runs.run({"tracking": {"mlflow_uri": uri, "experiment": "race"}}, "one") as handle:
+        with runs.run({"tracking": {"mlflow_uri": uri, "experiment": "race"}}, "one") as handle:  # configures first
             results.put(("ok", handle.run_id))
     except Exception as e:  # the child reports; the parent asserts
         results.put(("error", f"{type(e).__name__}: {e}"))
