@@ -17,11 +17,14 @@ def _open_store(uri: str, barrier, results) -> None:
         results.put(("error", f"{type(e).__name__}: {e}"))
 
 
-def test_processes_that_create_one_sqlite_store_at_once_all_get_it(tmp_path):
+def test_processes_that_create_one_sqlite_store_at_once_all_get_it(tmp_path, monkeypatch):
     """Without the creation lock one of them fails with "table ... already exists" (seen with two bench_tune
     processes on a fresh logs/bench-mlflow.db); with it every process opens the store and logs its run."""
     ctx = mp.get_context("spawn")
     uri, n = f"sqlite:///{tmp_path}/sub/store.db", 4
+    # The children inherit the environment, and MLFLOW_TRACKING_URI wins over params: an earlier test in
+    # this worker that called mlflow.set_tracking_uri leaves it set to its own store.
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     barrier, results = ctx.Barrier(n), ctx.Queue()
     procs = [ctx.Process(target=_open_store, args=(uri, barrier, results)) for _ in range(n)]
     for p in procs:
