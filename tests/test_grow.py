@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tcl.collect.grow import Checkpointer, grow, remote_dir_in_repo, uncommitted_params
-from tcl.collect.host import NewMachine, host_platforms, require_host_platforms
+from tcl.collect.host import NewMachine, choose_llvm_cpu, host_platforms, require_host_platforms
 from tcl.platforms import _parse_platform, this_cpu
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,6 +42,17 @@ def _params(family=None):
                     "builder": {"timeout_sec": 60, "cpus": []}},
     }
 
+
+def test_the_suggested_llvm_cpu_matches_the_isa_the_kernel_reports():
+    """A KVM guest whose CPUID model LLVM reads as Rocket Lake, on a Xeon whose flags carry AMX and
+    AVX512-FP16: the suggestion is the newest Intel CPU the flags cover (real LLVM feature tables)."""
+    guest = {"vendor": "GenuineIntel",
+             "flags": {"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile"}}
+    assert choose_llvm_cpu(guest, "rocketlake") == "sapphirerapids"      # no amx_fp16: not graniterapids
+    assert choose_llvm_cpu({**guest, "flags": guest["flags"] | {"amx_fp16"}}, "rocketlake") == "graniterapids"
+    # LLVM's own answer stands when it matches; one that needs what the kernel lacks is replaced
+    assert choose_llvm_cpu({"vendor": "AuthenticAMD", "flags": {"avx2"}}, "znver3") == "znver3"
+    assert choose_llvm_cpu({"vendor": "GenuineIntel", "flags": {"avx2"}}, "skylake-avx512") == "haswell"
 
 def test_platforms_come_from_this_cpu_and_a_new_cpu_is_told_what_to_declare():
     params = _params()

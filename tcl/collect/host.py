@@ -80,6 +80,15 @@ def _mem_gb(meminfo: str = "/proc/meminfo") -> int | None:
     return round(int(m[1]) / 2**20) if m else None
 
 
+# ISA extensions that tell CPU generations apart: /proc/cpuinfo's flag -> LLVM's feature.
+ISA_FEATURES = {"avx2": "avx2", "avx512f": "avx512f", "avx512_vnni": "avx512vnni", "avx512_bf16": "avx512bf16",
+                "avx512_fp16": "avx512fp16", "amx_tile": "amx-tile", "amx_fp16": "amx-fp16"}
+# LLVM CPUs a vendor's server parts are named by, newest first.
+LLVM_CPUS = {"GenuineIntel": ["graniterapids", "sapphirerapids", "cooperlake", "icelake-server", "cascadelake",
+                              "skylake-avx512", "haswell"],
+             "AuthenticAMD": ["znver5", "znver4", "znver3", "znver2", "znver1"]}
+
+
 def llvm_cpu() -> str | None:
     """LLVM's name for this CPU (`znver4`, `skylake-avx512`), as TVM's LLVM reports it."""
     import tvm
@@ -88,9 +97,34 @@ def llvm_cpu() -> str | None:
     return str(f()) if f is not None else None
 
 
+def llvm_features(mcpu: str) -> set[str]:
+    """Which of ISA_FEATURES LLVM turns on for `-mcpu=mcpu`."""
+    import tvm
+    from tvm.target import codegen
+
+    target = tvm.target.Target({"kind": "llvm", "mcpu": mcpu})
+    return {f for f in ISA_FEATURES.values() if codegen.llvm_cpu_has_features(f, target)}
+
+
+def choose_llvm_cpu(cpu: dict[str, Any], host_name: str | None, features=llvm_features) -> str | None:
+    """LLVM's name for this CPU, checked against the ISA the kernel reports.
+
+    LLVM names the CPU from CPUID's family and model, which a hypervisor may not pass through: a
+    Granite Rapids guest that reads as model 167 is a Rocket Lake to LLVM, without the AMX and
+    AVX512-FP16 the kernel lists. When LLVM's name does not match the reported extensions, take the
+    vendor's newest CPU that needs none the kernel lacks and has the most of them.
+    """
+    have = {llvm for flag, llvm in ISA_FEATURES.items() if flag in cpu["flags"]}
+    if host_name and features(host_name) == have:
+        return host_name
+    names = LLVM_CPUS.get(cpu["vendor"], []) + ([host_name] if host_name else [])
+    fitting = [(len(f), -i, name) for i, name in enumerate(names) if (f := features(name)) <= have]
+    return max(fitting)[2] if fitting else host_name
+
+
 def suggest_platforms(cpu: dict[str, Any], mcpu: str | None = None) -> str:
     """YAML for a new CPU's platforms: its own ISA (1 thread) and, with AVX-512, an AVX2 variant."""
-    mcpu = mcpu or llvm_cpu() or "generic"
+    mcpu = mcpu or choose_llvm_cpu(cpu, llvm_cpu()) or "generic"
     vendor = {"AuthenticAMD": "amd", "GenuineIntel": "intel"}.get(cpu["vendor"], "cpu")
     stem = f"{vendor}-f{cpu['family']}m{cpu['model']}"
     flags = cpu["flags"]
