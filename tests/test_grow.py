@@ -54,6 +54,7 @@ def test_the_suggested_llvm_cpu_matches_the_isa_the_kernel_reports():
     assert choose_llvm_cpu({"vendor": "AuthenticAMD", "flags": {"avx2"}}, "znver3") == "znver3"
     assert choose_llvm_cpu({"vendor": "GenuineIntel", "flags": {"avx2"}}, "skylake-avx512") == "haswell"
 
+
 def test_platforms_come_from_this_cpu_and_a_new_cpu_is_told_what_to_declare():
     params = _params()
     assert host_platforms(params) == (["here-1c"], [])   # local-1c has no host: never filed by a machine

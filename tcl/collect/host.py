@@ -106,7 +106,7 @@ def llvm_features(mcpu: str) -> set[str]:
     return {f for f in ISA_FEATURES.values() if codegen.llvm_cpu_has_features(f, target)}
 
 
-def choose_llvm_cpu(cpu: dict[str, Any], host_name: str | None, features=llvm_features) -> str | None:
+def choose_llvm_cpu(cpu: dict[str, Any], host_name: str | None) -> str | None:
     """LLVM's name for this CPU, checked against the ISA the kernel reports.
 
     LLVM names the CPU from CPUID's family and model, which a hypervisor may not pass through: a
@@ -115,10 +115,11 @@ def choose_llvm_cpu(cpu: dict[str, Any], host_name: str | None, features=llvm_fe
     vendor's newest CPU that needs none the kernel lacks and has the most of them.
     """
     have = {llvm for flag, llvm in ISA_FEATURES.items() if flag in cpu["flags"]}
-    if host_name and features(host_name) == have:
-        return host_name
     names = LLVM_CPUS.get(cpu["vendor"], []) + ([host_name] if host_name else [])
-    fitting = [(len(f), -i, name) for i, name in enumerate(names) if (f := features(name)) <= have]
+    features = {name: llvm_features(name) for name in names}
+    if host_name and features[host_name] == have:
+        return host_name
+    fitting = [(len(features[name]), -i, name) for i, name in enumerate(names) if features[name] <= have]
     return max(fitting)[2] if fitting else host_name
 
 
