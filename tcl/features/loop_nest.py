@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .ffi_arrays import items as _items
+from .ffi_arrays import handles as array_handles
 
 # What a loop does with its iterations, as PSA tells them apart.
 SERIAL, PARALLEL, VECTORIZED, UNROLLED, THREAD = "serial", "parallel", "vectorized", "unrolled", "thread"
@@ -89,47 +89,69 @@ def _int(expr, default: int = 1) -> int:
     return int(value) if isinstance(value, int) else default
 
 
+_DTYPE_BYTES: dict[str, int] = {}
+
+
 def _bytes(dtype) -> int:
     dtype = str(dtype)
-    bits = int("".join(ch for ch in dtype.split("x")[0] if ch.isdigit()) or 32)
-    lanes = int(dtype.split("x")[1]) if "x" in dtype else 1
-    return max(1, bits // 8) * lanes
+    if dtype not in _DTYPE_BYTES:
+        bits = int("".join(ch for ch in dtype.split("x")[0] if ch.isdigit()) or 32)
+        lanes = int(dtype.split("x")[1]) if "x" in dtype else 1
+        _DTYPE_BYTES[dtype] = max(1, bits // 8) * lanes
+    return _DTYPE_BYTES[dtype]
+
+
+_OPERANDS = ("a", "b", "value", "condition", "true_value", "false_value")
+_OPERANDS_OF: dict[type, tuple[str, ...]] = {}  # expression type -> the operands of _OPERANDS it has
+
+
+def _operands(expr) -> tuple[str, ...]:
+    kind = type(expr)
+    if kind not in _OPERANDS_OF:
+        _OPERANDS_OF[kind] = tuple(c for c in _OPERANDS if hasattr(expr, c))
+    return _OPERANDS_OF[kind]
+
+
+_CONSTANT: tuple[dict, bool] = ({}, True)  # shared: affine forms are never changed in place
 
 
 class _Walker:
     """Builds a LoopNest; `env` maps a variable to its affine form (coefs by loop id, exact).
 
-    Variables are keyed by their object hash: a TIR Var's `==` builds an expression, slow as a dict key."""
+    Variables are keyed by their object hash: a TIR Var's `==` builds an expression, slow as a dict key.
+    Every attribute read is a call into TVM's FFI, most of the walk's time: each is read once."""
 
     def __init__(self):
         self.nest = LoopNest()
         self.env: dict = {}
         self.buffers: dict = {}
+        get, size = array_handles()
+        self.items = lambda array: [get(array, i) for i in range(size(array))]
 
     def affine(self, expr) -> tuple[dict[int, int], bool]:
         kind = type(expr).__name__
-        if kind == "IntImm":
-            return {}, True
         if kind == "Var":
-            coefs, exact = self.env.get(hash(expr), ({}, True))
-            return dict(coefs), exact
+            return self.env.get(hash(expr), _CONSTANT)
+        if kind == "IntImm":
+            return _CONSTANT
         if kind == "Cast":
             return self.affine(expr.value)
         if kind in ("Add", "Sub"):
             (a, ea), (b, eb) = self.affine(expr.a), self.affine(expr.b)
-            sign = 1 if kind == "Add" else -1
+            out, sign = dict(a), 1 if kind == "Add" else -1
             for k, v in b.items():
-                a[k] = a.get(k, 0) + sign * v
-            return a, ea and eb
+                out[k] = out.get(k, 0) + sign * v
+            return out, ea and eb
         if kind == "Mul":
-            for x, y in ((expr.a, expr.b), (expr.b, expr.a)):
+            x, y = expr.a, expr.b
+            for x, y in ((x, y), (y, x)):
                 if type(y).__name__ == "IntImm":
                     coefs, exact = self.affine(x)
-                    return {k: v * int(y.value) for k, v in coefs.items()}, exact
+                    c = int(y.value)
+                    return {k: v * c for k, v in coefs.items()}, exact
         deps: dict[int, int] = {}
-        for child in ("a", "b", "value", "condition", "true_value", "false_value"):
-            if hasattr(expr, child):
-                deps.update({k: 1 for k in self.affine(getattr(expr, child))[0]})
+        for child in _operands(expr):
+            deps.update({k: 1 for k in self.affine(getattr(expr, child))[0]})
         return deps, False
 
     def index(self, expr) -> Index:
@@ -140,8 +162,8 @@ class _Walker:
         key = hash(buffer)  # a buffer is read many times: its name, scope, dtype and shape once
         if key not in self.buffers:
             self.buffers[key] = (str(buffer.name), str(buffer.scope()), _bytes(buffer.dtype),
-                                 tuple(_int(s, 1 << 30) for s in _items(buffer.shape)))
-        return Access(*self.buffers[key], tuple(self.index(i) for i in _items(indices)))
+                                 tuple(_int(s, 1 << 30) for s in self.items(buffer.shape)))
+        return Access(*self.buffers[key], tuple(self.index(i) for i in self.items(indices)))
 
     def ops_and_loads(self, expr, loads: list) -> int:
         """Arithmetic operations in `expr`; its BufferLoads are appended to `loads`."""
@@ -151,9 +173,9 @@ class _Walker:
             return 0
         ops = 1 if kind in _ARITH else 0
         if kind == "Call":
-            return ops + sum(self.ops_and_loads(arg, loads) for arg in _items(expr.args))
-        for child in ("a", "b", "value", "condition", "true_value", "false_value"):
-            sub = getattr(expr, child, None)
+            return ops + sum(self.ops_and_loads(arg, loads) for arg in self.items(expr.args))
+        for child in _operands(expr):
+            sub = getattr(expr, child)
             if hasattr(sub, "same_as"):  # an expression (IntImm's `value` is a Python int)
                 ops += self.ops_and_loads(sub, loads)
         return ops
@@ -161,40 +183,44 @@ class _Walker:
     def visit(self, stmt, loops: tuple[int, ...], unroll: int) -> None:
         kind = type(stmt).__name__
         if kind == "SeqStmt":
-            for s in _items(stmt.seq):
+            for s in self.items(stmt.seq):
                 self.visit(s, loops, unroll)
         elif kind == "For":
             step = _int(stmt.annotations.get("pragma_auto_unroll_max_step", 0), 0) or unroll
-            loop_id = len(self.nest.loops)
-            tag = str(stmt.thread_binding.thread_tag) if stmt.thread_binding is not None else ""
             extent = _int(stmt.extent)
             if extent == 1:  # a loop of one iteration is a constant: no footprint, no overhead, no parallelism
-                self.env[hash(stmt.loop_var)] = ({}, True)
+                self.env[hash(stmt.loop_var)] = _CONSTANT
                 self.visit(stmt.body, loops, step)
                 return
+            loop_id = len(self.nest.loops)
+            binding = stmt.thread_binding
+            tag = str(binding.thread_tag) if binding is not None else ""
             self.nest.loops[loop_id] = Loop(extent, _FOR_KINDS.get(int(stmt.kind), SERIAL), step, tag)
             self.env[hash(stmt.loop_var)] = ({loop_id: 1}, True)
             self.visit(stmt.body, loops + (loop_id,), step)
         elif kind == "SBlockRealize":
             block = stmt.block
-            for iv, value in zip(_items(block.iter_vars), _items(stmt.iter_values)):
+            for iv, value in zip(self.items(block.iter_vars), self.items(stmt.iter_values)):
                 self.env[hash(iv.var)] = self.affine(value)
-            for buf in _items(block.alloc_buffers):
-                size = math.prod(_int(s, 1) for s in _items(buf.shape)) * _bytes(buf.dtype)
+            for buf in self.items(block.alloc_buffers):
+                size = math.prod(_int(s, 1) for s in self.items(buf.shape)) * _bytes(buf.dtype)
                 self.nest.allocs.append((str(buf.name), str(buf.scope()), size))
-            if block.init is not None:
-                self.visit(block.init, loops, unroll)
+            init = block.init
+            if init is not None:
+                self.visit(init, loops, unroll)
             self.visit(block.body, loops, unroll)
         elif kind == "BufferStore":
             loads: list[Access] = []
             ops = self.ops_and_loads(stmt.value, loads)
-            accesses = {(a.buffer, a.indices): a for a in [*loads, self.access(stmt.buffer, stmt.indices)]}
-            self.nest.statements.append(Statement(loops, max(ops, 1), _bytes(stmt.buffer.dtype),
-                                                  tuple(accesses.values()), str(stmt.buffer.name)))
+            store = self.access(stmt.buffer, stmt.indices)
+            accesses = {(a.buffer, a.indices): a for a in [*loads, store]}
+            self.nest.statements.append(Statement(loops, max(ops, 1), store.dtype_bytes,
+                                                  tuple(accesses.values()), store.buffer))
         elif kind == "IfThenElse":
             self.visit(stmt.then_case, loops, unroll)
-            if stmt.else_case is not None:
-                self.visit(stmt.else_case, loops, unroll)
+            else_case = stmt.else_case
+            if else_case is not None:
+                self.visit(else_case, loops, unroll)
         elif hasattr(stmt, "body"):  # SBlock, AttrStmt, LetStmt, DeclBuffer, ...
             self.visit(stmt.body, loops, unroll)
 
@@ -230,23 +256,28 @@ class StatementTiles:
         ids = stmt.loops
         position = {loop: p for p, loop in enumerate(ids)}
         extents = [nest.loops[i].extent for i in ids]
-        self.spans: list[list[list[int]]] = []   # [access][dimension][depth]
+        self.row_bytes: list[list[int]] = []     # [access][depth]: bytes of its last dimension's span
+        self.rows: list[list[int]] = []          # [access][depth]: product of the other dimensions' spans
         self.outer: list[list[int]] = []         # [access][depth]: iterations of the loops its tile reloads for
+        n = len(ids)
         for a in stmt.accesses:
             dims = []
             for ix, size in zip(a.indices, a.shape):
-                steps = [0 if ix.exact else 1] * len(ids)
+                # the span with the loops from depth d inward running: exact, 1 + the sum of |coef| x (extent - 1)
+                # of those loops; inexact, the product of their extents; at most the dimension's size
+                grow = [0 if ix.exact else 1] * n
                 for loop, coef in ix.coefs:
-                    if loop in position:
-                        p = position[loop]
-                        steps[p] = abs(coef) * (extents[p] - 1) if ix.exact else extents[p]
-                running, spans = 1, [0] * (len(ids) + 1)
-                for d in range(len(ids), -1, -1):
-                    if d < len(ids):
-                        running = running + steps[d] if ix.exact else running * steps[d]
+                    p = position.get(loop)
+                    if p is not None:
+                        grow[p] = abs(coef) * (extents[p] - 1) if ix.exact else extents[p]
+                running, spans = 1, [1] * (n + 1)
+                for d in range(n - 1, -1, -1):
+                    running = running + grow[d] if ix.exact else running * grow[d]
                     spans[d] = max(1, min(running, size))
                 dims.append(spans)
-            self.spans.append(dims)
+            dims = dims or [[1] * (n + 1)]
+            self.row_bytes.append([span * a.dtype_bytes for span in dims[-1]])
+            self.rows.append([math.prod(dim[d] for dim in dims[:-1]) for d in range(n + 1)])
             # a tile is loaded again for every iteration of the outer loops up to the innermost one it depends on
             outer, product, deepest = [1] * (len(ids) + 1), 1, 1
             used = {loop for ix in a.indices for loop, _ in ix.coefs}
@@ -260,13 +291,11 @@ class StatementTiles:
 
     def tile(self, k: int, depth: int, unit: int) -> float:
         """Bytes of access k's tile with the loops from `depth` inward running (rows rounded to `unit`)."""
-        spans = [dim[depth] for dim in self.spans[k]] or [1]
-        row = math.ceil(spans[-1] * self.stmt.accesses[k].dtype_bytes / unit) * unit
-        return float(row * math.prod(spans[:-1]))
+        return float(math.ceil(self.row_bytes[k][depth] / unit) * unit * self.rows[k][depth])
 
     def working_set(self, depth: int, unit: int) -> float:
         if (depth, unit) not in self._sets:
-            self._sets[depth, unit] = sum((self.tile(k, depth, unit) for k in range(len(self.spans))), 0.0)
+            self._sets[depth, unit] = sum((self.tile(k, depth, unit) for k in range(len(self.rows))), 0.0)
         return self._sets[depth, unit]
 
 

@@ -88,14 +88,16 @@ class CpuAnalyzer(SymbolAnalyzer):
         trips: dict[int, tuple[int, float]] = {}   # loop -> (iterations, cores sharing them)
         inner: dict[int, int] = {}                 # loop -> largest trip count of the nest below and at it
         for stmt in nest.statements:
+            loops = [nest.loops[i] for i in stmt.loops]
+            below = [1] * (len(loops) + 1)   # below[p]: trip count of the loops from position p inward
+            for pos in range(len(loops) - 1, -1, -1):
+                below[pos] = below[pos + 1] * loops[pos].extent
             outer, par = 1, 1
-            for pos, i in enumerate(stmt.loops):
-                lp = nest.loops[i]
+            for pos, (i, lp) in enumerate(zip(stmt.loops, loops)):
                 outer *= lp.extent
                 par *= lp.extent if lp.kind == PARALLEL else 1
                 trips[i] = (outer, _used_cores(par, cores))
-                below = math.prod(nest.loops[j].extent for j in stmt.loops[pos:])
-                inner[i] = max(inner.get(i, 0), below)
+                inner[i] = max(inner.get(i, 0), below[pos])
         cycles = 0.0
         for i, (iterations, used) in trips.items():
             lp = nest.loops[i]
