@@ -52,7 +52,7 @@ from tcl.workloads.settings import WorkloadSettings  # noqa: E402
 # Every run tuned before rows recorded `num_trials_per_iter` used 8 trials per task per round.
 LEGACY_PER_ITER = 8
 # search settings a run's directory and the keep-check tell apart
-SEARCH_KEYS = ("population", "genetic_iters", "eps_greedy", "max_sketch_share", "wide_batches")
+SEARCH_KEYS = ("population", "genetic_iters", "eps_greedy", "max_sketch_share", "wide_batches", "first_batch")
 # params.yaml tune.psa.cpu until benchmarks/calibrate_psa.py searched them (stop 58)
 PSA_RATES_BEFORE_CALIBRATION = {"ops_per_cycle": 2.0, "vector_registers": 16, "l1_loads_per_cycle": 2.0,
                                 "l2_bytes_per_cycle": 32.0, "l3_bytes_per_cycle": 16.0, "dram_gbs_per_core": 25.0,
@@ -173,7 +173,9 @@ def search_label(model: str, row: dict[str, Any]) -> str:
         psa = f", PSA rates {tag[1:]}" if tag else ", uncalibrated PSA"
     controller = f", CV over {controller_statistic(search).replace('_', ' ')}" if controller_tag(search) else ""
     boost = f", trees over the {search['boost_scope']}'s tasks" if boost_tag(search) else ""
-    return f"{model} [search {search['population']}x{search['genetic_iters']}{eps}{spread}{wide}{psa}{controller}{boost}]"
+    first = f", {search['first_batch']} in a task's first batch" if search.get("first_batch") else ""
+    return (f"{model} [search {search['population']}x{search['genetic_iters']}{eps}{spread}{wide}{first}{psa}"
+            f"{controller}{boost}]")
 
 
 def tuned_models(run_dir: Path, platform: str, budgets: dict[str, int], digests: dict[str, set[str]] | None = None,

@@ -376,3 +376,31 @@ def test_boosted_trees_over_the_run_learn_from_every_task_metaschedule_measures(
     assert len(adapter.updates) >= 2, adapter.updates             # several tasks measured and handed over
     assert list(adapter.boosters) == [None]                        # ... into one booster, not one each
     assert result.settings["boost_scope"] == "run"
+
+
+@pytest.mark.slow
+def test_a_small_first_batch_gives_the_network_an_estimate_after_one_trial_a_task(tiny_cnn, host_platform, measurer,
+                                                                                  tmp_path):
+    """search.first_batch: the scheduler's first round measures that many of each task's programs, later batches
+    the full num_trials_per_iter; so the network has its first estimate after tasks x first_batch trials."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from tcl.tvm.firstbatch import FirstBatchSearch
+    from tcl.tvm.tuning import SearchSettings, tune_network
+
+    result = tune_network(tiny_cnn, host_platform, network="tiny_cnn", cost_model=ms.cost_model.RandomModel(seed=0),
+                          cost_model_name="random", trials=24, work_dir=tmp_path / "first", num_trials_per_iter=4,
+                          progress=False, measurer=measurer,
+                          search=SearchSettings(population=32, genetic_iters=1, first_batch=1))
+    sizes = [b.trial - a.trial for a, b in zip([type(result.curve[0])(0, 0.0, math.nan), *result.curve], result.curve)]
+    n = result.tasks
+    assert n >= 2 and sizes[:n] == [1] * n, sizes                  # one program a task in the first round
+    assert math.isfinite(result.curve[n - 1].estimated_latency)    # ... and then the network has an estimate
+    assert max(sizes[n:]) == 4, sizes                             # later batches are full size
+    assert result.settings["first_batch"] == 1
+
+    params = {"tune": {"learned_search": {"first_batch": 2}}}
+    assert isinstance(SearchSettings.for_cost_model(params, "pretrained_xgb+boost").strategy(), FirstBatchSearch)
+    assert not isinstance(SearchSettings.for_cost_model(params, "xgb").strategy(), FirstBatchSearch)
+    with pytest.raises(ValueError, match="first_batch"):
+        FirstBatchSearch(SearchSettings().strategy(), 0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .ffi_arrays import handles as array_handles
+from .ffi_arrays import items as _items
 
 # What a loop does with its iterations, as PSA tells them apart.
 SERIAL, PARALLEL, VECTORIZED, UNROLLED, THREAD = "serial", "parallel", "vectorized", "unrolled", "thread"
@@ -125,8 +125,6 @@ class _Walker:
         self.nest = LoopNest()
         self.env: dict = {}
         self.buffers: dict = {}
-        get, size = array_handles()
-        self.items = lambda array: [get(array, i) for i in range(size(array))]
 
     def affine(self, expr) -> tuple[dict[int, int], bool]:
         kind = type(expr).__name__
@@ -162,8 +160,8 @@ class _Walker:
         key = hash(buffer)  # a buffer is read many times: its name, scope, dtype and shape once
         if key not in self.buffers:
             self.buffers[key] = (str(buffer.name), str(buffer.scope()), _bytes(buffer.dtype),
-                                 tuple(_int(s, 1 << 30) for s in self.items(buffer.shape)))
-        return Access(*self.buffers[key], tuple(self.index(i) for i in self.items(indices)))
+                                 tuple(_int(s, 1 << 30) for s in _items(buffer.shape)))
+        return Access(*self.buffers[key], tuple(self.index(i) for i in _items(indices)))
 
     def ops_and_loads(self, expr, loads: list) -> int:
         """Arithmetic operations in `expr`; its BufferLoads are appended to `loads`."""
@@ -173,7 +171,7 @@ class _Walker:
             return 0
         ops = 1 if kind in _ARITH else 0
         if kind == "Call":
-            return ops + sum(self.ops_and_loads(arg, loads) for arg in self.items(expr.args))
+            return ops + sum(self.ops_and_loads(arg, loads) for arg in _items(expr.args))
         for child in _operands(expr):
             sub = getattr(expr, child)
             if hasattr(sub, "same_as"):  # an expression (IntImm's `value` is a Python int)
@@ -183,7 +181,7 @@ class _Walker:
     def visit(self, stmt, loops: tuple[int, ...], unroll: int) -> None:
         kind = type(stmt).__name__
         if kind == "SeqStmt":
-            for s in self.items(stmt.seq):
+            for s in _items(stmt.seq):
                 self.visit(s, loops, unroll)
         elif kind == "For":
             step = _int(stmt.annotations.get("pragma_auto_unroll_max_step", 0), 0) or unroll
@@ -200,10 +198,10 @@ class _Walker:
             self.visit(stmt.body, loops + (loop_id,), step)
         elif kind == "SBlockRealize":
             block = stmt.block
-            for iv, value in zip(self.items(block.iter_vars), self.items(stmt.iter_values)):
+            for iv, value in zip(_items(block.iter_vars), _items(stmt.iter_values)):
                 self.env[hash(iv.var)] = self.affine(value)
-            for buf in self.items(block.alloc_buffers):
-                size = math.prod(_int(s, 1) for s in self.items(buf.shape)) * _bytes(buf.dtype)
+            for buf in _items(block.alloc_buffers):
+                size = math.prod(_int(s, 1) for s in _items(buf.shape)) * _bytes(buf.dtype)
                 self.nest.allocs.append((str(buf.name), str(buf.scope()), size))
             init = block.init
             if init is not None:

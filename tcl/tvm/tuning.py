@@ -86,6 +86,7 @@ class SearchSettings:
     mutate_prob: float = 0.85
     max_sketch_share: float = 1.0    # most of a batch one sketch may take while others were scored (tcl.tvm.spread)
     wide_batches: int = 0            # tune.learned_search only: a task's first batches search with `wide`
+    first_batch: int = 0             # measure only this many of a task's first batch (tcl.tvm.firstbatch); 0: all
     wide: "SearchSettings | None" = None  # (tune.search's settings; tcl.tvm.widestart)
 
     def __post_init__(self):
@@ -129,6 +130,10 @@ class SearchSettings:
             from .spread import SketchSpreadSearch
 
             search = SketchSpreadSearch(search, self.max_sketch_share, self.eps_greedy)
+        if self.first_batch:
+            from .firstbatch import FirstBatchSearch
+
+            search = FirstBatchSearch(search, self.first_batch)
         if controller is None:
             return search
         if ledger is None:  # the controller reads each task's history from the ledger's CurveRecorder
