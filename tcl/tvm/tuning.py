@@ -230,11 +230,12 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
         settings.update(adapter.settings.recorded(adapter.name))
     ledger = TaskLedger()
     contexts, weights = tune_contexts(relax_mod, platform, work_dir, seed, search, network, controller, ledger)
-    first_round = len(contexts) * num_trials_per_iter
+    first_batch = min((search and search.first_batch) or num_trials_per_iter, num_trials_per_iter)
+    first_round = len(contexts) * first_batch
     if trials < first_round:
         log.warning("%s: %d trials are fewer than the first round (%d tasks x %d trials per task): some tasks "
                     "get no measurement and the network's latency estimate stays NaN; give --trials >= %d",
-                    network, trials, len(contexts), num_trials_per_iter, first_round)
+                    network, trials, len(contexts), first_batch, first_round)
     runner_cfg = dict(runner_cfg or {})
     measurer = measurer or make_measurer(platform, {"timeout_sec": 60}, runner_cfg)
     timed = TimedCostModel(cost_model)
