@@ -392,7 +392,8 @@ def test_a_small_first_batch_gives_the_network_an_estimate_after_one_trial_a_tas
                           cost_model_name="random", trials=24, work_dir=tmp_path / "first", num_trials_per_iter=4,
                           progress=False, measurer=measurer,
                           search=SearchSettings(population=32, genetic_iters=1, first_batch=1))
-    sizes = [b.trial - a.trial for a, b in zip([type(result.curve[0])(0, 0.0, math.nan), *result.curve], result.curve)]
+    trials = [0] + [point.trial for point in result.curve]
+    sizes = [b - a for a, b in zip(trials, trials[1:])]           # each measured batch's size
     n = result.tasks
     assert n >= 2 and sizes[:n] == [1] * n, sizes                  # one program a task in the first round
     assert math.isfinite(result.curve[n - 1].estimated_latency)    # ... and then the network has an estimate

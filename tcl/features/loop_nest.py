@@ -141,8 +141,8 @@ class _Walker:
                 out[k] = out.get(k, 0) + sign * v
             return out, ea and eb
         if kind == "Mul":
-            x, y = expr.a, expr.b
-            for x, y in ((x, y), (y, x)):
+            a, b = expr.a, expr.b
+            for x, y in ((a, b), (b, a)):
                 if type(y).__name__ == "IntImm":
                     coefs, exact = self.affine(x)
                     c = int(y.value)

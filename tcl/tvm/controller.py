@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 from tvm.ir.utils import derived_object
-from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 from ..config import settings_from
+from .wrapper import SearchStrategyWrapper
 
 
 # what the CV is taken over: CurveRecorder's per-task history of each
@@ -104,24 +104,18 @@ class TaskLedger:
 
 
 @derived_object
-class SettlingSearch(PySearchStrategy):
+class SettlingSearch(SearchStrategyWrapper):
     """`inner` (one task's EvolutionarySearch) until the task settles; then it generates nothing. The task's
     history is the run's CurveRecorder's, through `ledger`: a ledger without one never settles a task."""
 
     def __init__(self, inner, settings: ControllerSettings, ledger: TaskLedger):
-        super().__init__()
-        self.inner, self.settings, self.ledger = inner, settings, ledger
+        super().__init__(inner)
+        self.settings, self.ledger = settings, ledger
         self.task = ""
 
     def _initialize_with_tune_context(self, context) -> None:
         self.task = str(context.task_name)
-        self.inner._initialize_with_tune_context(context)
-
-    def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None) -> None:
-        self.inner.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
-
-    def post_tuning(self) -> None:
-        self.inner.post_tuning()
+        super()._initialize_with_tune_context(context)
 
     def generate_measure_candidates(self):
         # the recorder has seen every batch of this task by now: the scheduler joins a task's batch (and runs the
@@ -131,9 +125,6 @@ class SettlingSearch(PySearchStrategy):
             self.ledger.stopped.append(self.task)
             return None
         return self.inner.generate_measure_candidates()
-
-    def notify_runner_results(self, measure_candidates, results) -> None:
-        self.inner.notify_runner_results(measure_candidates, results)
 
     def clone(self):
         return SettlingSearch(self.inner.clone(), self.settings, self.ledger)

@@ -12,30 +12,25 @@ in every round; this pays it once per task.
 from __future__ import annotations
 
 from tvm.ir.utils import derived_object
-from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
+
+from .wrapper import SearchStrategyWrapper
 
 
 @derived_object
-class FirstBatchSearch(PySearchStrategy):
+class FirstBatchSearch(SearchStrategyWrapper):
     """`inner` (one task's search) measuring only the first `first_batch` candidates of its first batch
     (the search's order: the model's best first, its eps-greedy random picks last)."""
 
     def __init__(self, inner, first_batch: int):
-        super().__init__()
+        super().__init__(inner)
         if first_batch < 1:
             raise ValueError(f"first_batch must be >= 1, got {first_batch}")
-        self.inner, self.first_batch = inner, int(first_batch)
+        self.first_batch = int(first_batch)
         self.batches = 0
-
-    def _initialize_with_tune_context(self, context) -> None:
-        self.inner._initialize_with_tune_context(context)
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None) -> None:
         self.batches = 0
-        self.inner.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
-
-    def post_tuning(self) -> None:
-        self.inner.post_tuning()
+        super().pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
 
     def generate_measure_candidates(self):
         candidates = self.inner.generate_measure_candidates()
@@ -44,7 +39,7 @@ class FirstBatchSearch(PySearchStrategy):
         return list(candidates)[:self.first_batch]
 
     def notify_runner_results(self, measure_candidates, results) -> None:
-        self.inner.notify_runner_results(measure_candidates, results)
+        super().notify_runner_results(measure_candidates, results)
         self.batches += 1
 
     def clone(self):
