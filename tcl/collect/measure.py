@@ -24,14 +24,34 @@ class Outcome:
     error_msg: str
 
 
+ALLOWED_CPUS_ENV = "TCL_ALLOWED_CPUS"
+
+
+def allowed_cpus() -> set[int]:
+    """The cores this program was started on (`taskset -c 0 ...`, a container's cpuset), kept in the
+    environment on first use: worker processes started while their parent is pinned narrower (the
+    collector's search core) still see the whole set."""
+    value = os.environ.get(ALLOWED_CPUS_ENV)
+    if value is None:
+        cores = os.sched_getaffinity(0)
+        os.environ[ALLOWED_CPUS_ENV] = ",".join(map(str, sorted(cores)))
+        return set(cores)
+    return {int(c) for c in value.split(",") if c}
+
+
 def pin_to_cpus(cpus: tuple[int, ...] | None) -> None:
-    """Restrict this process (and what it starts later) to `cpus`; None leaves it as it is,
-    and so does a machine without those cores (a laptop with fewer cores than params name)."""
-    usable = set(cpus or ()) & set(range(os.cpu_count() or 1))
-    if cpus and not usable:
-        warnings.warn(f"cores {list(cpus)} do not exist on this machine ({os.cpu_count()} cores); not pinning")
-    if usable:
-        os.sched_setaffinity(0, usable)
+    """Restrict this process (and what it starts later) to `cpus`, never outside the cores the program
+    was started on: under `taskset -c 0`, params' runner core 1 would time programs on the core another
+    job runs on. None leaves it as it is; when none of `cpus` is allowed, the allowed cores, with a warning."""
+    if not cpus:
+        return
+    allowed = allowed_cpus()
+    usable = set(cpus) & allowed
+    if not usable:
+        warnings.warn(f"cores {list(cpus)} are outside the cores this program may use ({sorted(allowed)}: "
+                      f"taskset, a cpuset, or fewer cores than params name); using those")
+        usable = allowed
+    os.sched_setaffinity(0, usable)
 
 
 @contextlib.contextmanager

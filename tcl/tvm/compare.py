@@ -104,6 +104,8 @@ def comparison_table(runs: list[ModelRun], baseline: str) -> list[dict[str, Any]
             "cost_model_share": round(run.result.cost_model_share, 4),
             "draft_share": round(run.result.draft_share, 4) if run.result.draft_share is not None else None,
             "feature_cache_hit_rate": run.result.feature_cache_hit_rate,
+            "scored_candidates": run.result.scored_candidates,  # what the search asked the cost model to score
+            "draft_analysed": run.result.draft_analysed,  # +draft: of those, programs PSA analysed (not looked up)
             "fallback_tasks": len(run.result.fallback_tasks),  # +guard: tasks TVM's XGB scored at the end
             "guard_switches": [list(switch) for switch in run.result.guard_switches],
             "stopped_tasks": list(run.result.stopped_tasks),  # +moses: the tasks the controller ended, in order

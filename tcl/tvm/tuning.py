@@ -34,6 +34,8 @@ class TuningResult:
     wall_seconds: float
     cost_model_seconds: float
     draft_seconds: float | None = None  # +draft: PSA's part of cost_model_seconds
+    scored_candidates: int = 0          # candidates the search asked the cost model to score
+    draft_analysed: int | None = None   # +draft: programs PSA analysed (the rest were looked up)
     curve: list = field(default_factory=list)  # CurvePoint per measured batch
     feature_cache_hit_rate: float | None = None  # share of scored candidates whose features were cached
     stopped_tasks: list = field(default_factory=list)  # names of tasks the Moses controller ended, in order
@@ -263,6 +265,8 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
                         trials=curve.trials, trial_budget=trials, tasks=len(contexts), wall_seconds=wall,
                         cost_model_seconds=timed.seconds, curve=curve.points, database=database,
                         draft_seconds=cost_model.draft_seconds if isinstance(cost_model, DraftThenVerify) else None,
+                        scored_candidates=timed.predicted,
+                        draft_analysed=cost_model.psa_scores.misses if isinstance(cost_model, DraftThenVerify) else None,
                         stopped_tasks=list(ledger.stopped), settings=settings,
                         fallback_tasks=sorted(guarded.on_fallback) if guarded is not None else [],
                         guard_switches=list(guarded.switches) if guarded is not None else [],
