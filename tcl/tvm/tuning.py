@@ -218,10 +218,10 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
             log.warning("%s: the bundle does not say which operator types it was trained on; the guard does not "
                         "keep unfamiliar ones from it (retrain, or see tcl.tvm.pinned.add_op_types)", cost_model_name)
         cost_model = guarded = GuardedCostModel(cost_model, fallback, guard, op_types, handoff=spec.handoff)
-    draft = (draft or DraftSettings()).for_run(spec.draft)
+    draft, drafted = (draft or DraftSettings()).for_run(spec.draft), None
     if draft is not None:
         search = dataclasses.replace(search or SearchSettings(), population=draft.population)
-        cost_model = DraftThenVerify(cost_model, make_analyzer(platform, params), draft.verify)
+        cost_model = drafted = DraftThenVerify(cost_model, make_analyzer(platform, params), draft.verify)
     settings = dataclasses.asdict(search or SearchSettings())
     if draft is not None:
         settings["draft_verify"] = draft.verify
@@ -264,9 +264,9 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     return TuningResult(network=network, platform=platform.name, cost_model=cost_model_name,
                         trials=curve.trials, trial_budget=trials, tasks=len(contexts), wall_seconds=wall,
                         cost_model_seconds=timed.seconds, curve=curve.points, database=database,
-                        draft_seconds=cost_model.draft_seconds if isinstance(cost_model, DraftThenVerify) else None,
+                        draft_seconds=drafted.draft_seconds if drafted is not None else None,
                         scored_candidates=timed.predicted,
-                        draft_analysed=cost_model.psa_scores.misses if isinstance(cost_model, DraftThenVerify) else None,
+                        draft_analysed=drafted.psa_scores.misses if drafted is not None else None,
                         stopped_tasks=list(ledger.stopped), settings=settings,
                         fallback_tasks=sorted(guarded.on_fallback) if guarded is not None else [],
                         guard_switches=list(guarded.switches) if guarded is not None else [],
