@@ -11,7 +11,14 @@ platforms rank). Two ways to choose a source are then scored on `test`: tcl/tvm/
 model ranks the target's `select` tasks best (a few measured tasks of other networks).
 
     python benchmarks/bench_new_platform.py --platform zen3-avx2-1c [--models tenset_mlp xgb tcl_stores]
-        [--update-report]
+        [--fit emr-avx2-1c zen4-avx2-1c,emr-avx2-1c zen3-avx2-1c ...] [--seeds 0 1 2] [--update-report]
+
+`--fit` answers what a wider knowledge base would give the target: for each comma-separated set of
+platforms, a pretrained XGB (train.hparams.xgb) is fitted on their training splits, whether a model
+of theirs is registered or not (emr-avx2-1c is validated, not trained), and scored beside the
+champions over `--seeds`. The target itself may be in a set: it then lends its `select` programs
+(never `test`'s), and that row's `select` figures are training figures. `--save-fit DIR` keeps each
+set's seed-0 model as a bundle a tuning run can pin (tune.bundles: {pretrained_xgb: DIR/<set>}).
 
 Needs the target's validated records (`dvc repro validate@<platform>`) and the registry
 (`python -m flows.register`). Only models on TVM's PerStoreFeature are scored: token models read a
@@ -64,10 +71,68 @@ def store_inputs(params: dict, target: str, splits: dict, work: Path) -> dict[st
     return {name: {**arrays, "x": per_store.pad_stores(stores[name])} for name, arrays in splits.items()}
 
 
+def source_train_split(params: dict, source, work: Path) -> dict[str, np.ndarray]:
+    """A source platform's training split with its PerStoreFeature rows (featurized in `work`)."""
+    from tcl.features.dataset import featurize_platforms, load_split
+
+    featurize_platforms([source], params, "data/validated", "data/records", work / source.name)
+    train = {"train": load_split(work / source.name / source.name, "train")}
+    return store_inputs(params, source.name, train, work / source.name)["train"]
+
+
+def fit_xgb(params: dict, platforms: dict, target, sources: list[str], splits: dict, seeds: list[int],
+            work: Path, save_dir: str | None) -> dict:
+    """A pretrained XGB fitted on `sources`' training programs (the target's `select` when it is one of
+    them), scored on the target's splits for each seed: {programs, tasks, seeds: {seed: {split: metrics}}}."""
+    from tcl.models import build_model
+    from tcl.models.base import predict
+    from tcl.train.evaluate import ranking_metrics
+    from tcl.train.joint import union, widen
+    from tcl.train.loop import model_hparams
+
+    unknown = [p for p in sources if p not in platforms or platforms[p].kind != target.kind]
+    if unknown:
+        raise SystemExit(f"--fit: {unknown} are not {target.kind} platforms of params.yaml platforms")
+    parts = {p: splits["select"] if p == target.name else source_train_split(params, platforms[p], work)
+             for p in sources}
+    width = max(a["x"].shape[1] for a in parts.values())
+    keys = set.intersection(*(set(a) for a in parts.values()))
+    train = union({p: {k: widen(a[k], width) if k == "x" else a[k] for k in keys} for p, a in parts.items()},
+                  sources)
+    out = {"programs": int(len(train["label"])), "tasks": int(len(np.unique(train["group"]))), "seeds": {}}
+    for seed in seeds:
+        model = build_model("xgb", feat_dim=train["x"].shape[2], seq_len=None, **model_hparams(params, "xgb"))
+        model.fit_ranker(train["x"], train["label"], train["group"], seed=seed, threads=1)
+        out["seeds"][seed] = {s: ranking_metrics(a, predict(model, a["x"])) for s, a in splits.items()}
+        print(f"xgb fitted on {','.join(sources)} seed {seed}: top-1 mean/task select "
+              f"{out['seeds'][seed]['select']['top1_mean_per_task']:.3f}, test "
+              f"{out['seeds'][seed]['test']['top1_mean_per_task']:.3f}", flush=True)
+        if save_dir and seed == seeds[0]:
+            save_fitted(model, train, target, sources, Path(save_dir) / "+".join(sources))
+    return out
+
+
+def save_fitted(model, train: dict, target, sources: list[str], directory: Path) -> None:
+    """The fitted model as a bundle for the target platform (what `tune.bundles` pins)."""
+    from tcl.features.per_store import PerStoreFeaturizer
+    from tcl.models.bundle import ModelBundle, op_type_tasks
+
+    meta = {"train_rows": int(len(train["x"])), "op_types": op_type_tasks(train), "fitted_on": sources,
+            "command": "python " + " ".join(sys.argv)}
+    ModelBundle("xgb", model, PerStoreFeaturizer(train["x"].shape[1]), target.name, list(target.spec_vector),
+                meta).save(directory)
+    print(f"saved {directory}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--platform", default="zen3-avx2-1c")
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    ap.add_argument("--fit", nargs="*", default=[], metavar="P1,P2",
+                    help="platform sets to fit a pretrained XGB on (their training splits), scored beside the champions")
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0], help="XGB seeds of each --fit set (its trees are "
+                    "deterministic under a seed; they sample no rows or columns)")
+    ap.add_argument("--save-fit", default=None, help="keep each --fit set's seed-0 model as a bundle under this dir")
     ap.add_argument("--params", default=str(REPO / "params.yaml"))
     add_out_args(ap, "reports/new_platform")
     args = ap.parse_args()
@@ -87,25 +152,32 @@ def main() -> None:
     target = platforms[args.platform]
     prefix = params["registry"]["prefix"]
     agreement = agreement_into("data/records", target.name)
+    champions = {model: {p.name: found.version for p in platforms.values()
+                         if p.kind == target.kind and p.name != target.name
+                         and (found := tracking.registry.champion(tracking.registered_name(prefix, p.name, model)))}
+                 for model in args.models}
+    missing = [model for model, found in champions.items() if not found]
+    if missing:  # checked before the featurizing and fitting, which take minutes
+        raise SystemExit(f"no registered champion of {missing} for any other {target.kind} platform in the MLflow "
+                         "registry (MLFLOW_TRACKING_URI, else params.yaml tracking.mlflow_uri; python -m "
+                         "flows.register fills it)")
     with tempfile.TemporaryDirectory() as tmp:
         splits = store_inputs(params, target.name, target_splits(params, target, Path(tmp)), Path(tmp))
+        fitted = {",".join(sources): fit_xgb(params, platforms, target, sources, splits, args.seeds, Path(tmp),
+                                             args.save_fit)
+                  for sources in (s.split(",") for s in args.fit)}
     result = {"platform": target.name, **provenance(__file__), "agreement": agreement,
               "tasks": {s: int(len(np.unique(a["group"]))) for s, a in splits.items()},
               "programs": {s: int(len(a["label"])) for s, a in splits.items()},
-              "random": {s: random_scorer_metrics(a) for s, a in splits.items()}, "models": {}}
+              "random": {s: random_scorer_metrics(a) for s, a in splits.items()}, "fitted": fitted, "models": {}}
     for model in args.models:
         rows = {}
-        for p in platforms.values():
-            if p.kind != target.kind or p.name == target.name:
-                continue
-            found = tracking.registry.champion(tracking.registered_name(prefix, p.name, model))
-            if found is None:
-                continue
-            bundle = load_bundle(f"models:/{tracking.registered_name(prefix, p.name, model)}/{found.version}")
-            rows[p.name] = {"version": str(found.version),
+        for source, version in champions[model].items():
+            bundle = load_bundle(f"models:/{tracking.registered_name(prefix, source, model)}/{version}")
+            rows[source] = {"version": str(version),
                             **{s: ranking_metrics(a, predict(bundle.model, a["x"])) for s, a in splits.items()}}
-            print(f"{model} of {p.name}: top-1 mean/task select {rows[p.name]['select']['top1_mean_per_task']:.3f}"
-                  f", test {rows[p.name]['test']['top1_mean_per_task']:.3f}", flush=True)
+            print(f"{model} of {source}: top-1 mean/task select {rows[source]['select']['top1_mean_per_task']:.3f}"
+                  f", test {rows[source]['test']['top1_mean_per_task']:.3f}", flush=True)
         best_here = max(rows, key=lambda q: rows[q]["select"]["top1_mean_per_task"])
         picks = {"tcl/tvm/select.py (the source's own held-out lift)": select_model(target, platforms, prefix,
                                                                                      model).platform,
@@ -146,8 +218,30 @@ def render(r: dict) -> str:
             f"{how}: **{p}** {m['sources'][p]['test']['top1_mean_per_task']:.3f}" for how, p in m["picks"].items())
             + f" (best source on `test`: {best_test} "
               f"{m['sources'][best_test]['test']['top1_mean_per_task']:.3f}).", ""]
+    if r.get("fitted"):
+        lines += render_fitted(r)
     lines.append(provenance_line(r))
     return "\n".join(lines) + "\n"
+
+
+def render_fitted(r: dict) -> list[str]:
+    """The --fit rows: a pretrained XGB per platform set, mean +- std over its seeds."""
+    t = r["platform"]
+    lines = ["## xgb fitted on other knowledge bases", "",
+             f"A pretrained XGB (train.hparams.xgb) fitted on each set's training programs; {t} in a set lends its "
+             "`select` programs (so its `select` figures are training figures), never `test`'s. Mean +- std over "
+             "the seeds.", "", "| fitted on | programs | tasks | seeds | "
+             + " | ".join(f"{label} {s}" for s in SPLITS for _, label in FIGURES) + " |", "|---" * (4 + 2 * len(FIGURES)) + "|"]
+    for sources, f in r["fitted"].items():
+        runs = list(f["seeds"].values())
+
+        def cell(split: str, key: str) -> str:
+            v = np.asarray([run[split].get(key, np.nan) for run in runs], dtype=float)
+            return f"{v.mean():.3f}" + (f" +- {v.std(ddof=1):.3f}" if len(v) > 1 else "")
+
+        lines.append(f"| {sources} | {f['programs']} | {f['tasks']} | {len(runs)} | "
+                     + " | ".join(cell(s, k) for s in SPLITS for k, _ in FIGURES) + " |")
+    return lines + [""]
 
 
 if __name__ == "__main__":
