@@ -11,7 +11,7 @@ platforms rank). Two ways to choose a source are then scored on `test`: tcl/tvm/
 model ranks the target's `select` tasks best (a few measured tasks of other networks).
 
     python benchmarks/bench_new_platform.py --platform zen3-avx2-1c [--models tenset_mlp xgb tcl_stores]
-        [--fit emr-avx2-1c zen4-avx2-1c,emr-avx2-1c zen3-avx2-1c ...] [--seeds 0 1 2] [--update-report]
+        [--fit emr-avx2-1c zen4-avx2-1c,emr-avx2-1c zen3-avx2-1c ...] [--seeds 0 1] [--save-fit DIR] [--update-report]
 
 `--fit` answers what a wider knowledge base would give the target: for each comma-separated set of
 platforms, a pretrained XGB (train.hparams.xgb) is fitted on their training splits, whether a model
