@@ -80,25 +80,18 @@ def source_train_split(params: dict, source, work: Path) -> dict[str, np.ndarray
     return store_inputs(params, source.name, train, work / source.name)["train"]
 
 
-def fit_xgb(params: dict, platforms: dict, target, sources: list[str], splits: dict, seeds: list[int],
-            work: Path, save_dir: str | None) -> dict:
-    """A pretrained XGB fitted on `sources`' training programs (the target's `select` when it is one of
-    them), scored on the target's splits for each seed: {programs, tasks, seeds: {seed: {split: metrics}}}."""
+def fit_xgb(params: dict, target, sources: list[str], programs: dict[str, dict], splits: dict, seeds: list[int],
+            save_dir: str | None) -> dict:
+    """A pretrained XGB fitted on `sources`' training programs (`programs[p]`; the target's `select` for the
+    target), scored on the target's splits for each seed: {programs, tasks, seeds: {seed: {split: metrics}}}."""
     from tcl.models import build_model
     from tcl.models.base import predict
     from tcl.train.evaluate import ranking_metrics
     from tcl.train.joint import union, widen
     from tcl.train.loop import model_hparams
 
-    unknown = [p for p in sources if p not in platforms or platforms[p].kind != target.kind]
-    if unknown:
-        raise SystemExit(f"--fit: {unknown} are not {target.kind} platforms of params.yaml platforms")
-    parts = {p: splits["select"] if p == target.name else source_train_split(params, platforms[p], work)
-             for p in sources}
-    width = max(a["x"].shape[1] for a in parts.values())
-    keys = set.intersection(*(set(a) for a in parts.values()))
-    train = union({p: {k: widen(a[k], width) if k == "x" else a[k] for k in keys} for p, a in parts.items()},
-                  sources)
+    width = max(programs[p]["x"].shape[1] for p in sources)
+    train = union({p: {**programs[p], "x": widen(programs[p]["x"], width)} for p in sources}, sources)
     out = {"programs": int(len(train["label"])), "tasks": int(len(np.unique(train["group"]))), "seeds": {}}
     for seed in seeds:
         model = build_model("xgb", feat_dim=train["x"].shape[2], seq_len=None, **model_hparams(params, "xgb"))
@@ -161,11 +154,17 @@ def main() -> None:
         raise SystemExit(f"no registered champion of {missing} for any other {target.kind} platform in the MLflow "
                          "registry (MLFLOW_TRACKING_URI, else params.yaml tracking.mlflow_uri; python -m "
                          "flows.register fills it)")
+    fit_sets = [f.split(",") for f in args.fit]
+    unknown = sorted({p for f in fit_sets for p in f if p not in platforms or platforms[p].kind != target.kind})
+    if unknown:
+        raise SystemExit(f"--fit: {unknown} are not {target.kind} platforms of params.yaml platforms")
     with tempfile.TemporaryDirectory() as tmp:
         splits = store_inputs(params, target.name, target_splits(params, target, Path(tmp)), Path(tmp))
-        fitted = {",".join(sources): fit_xgb(params, platforms, target, sources, splits, args.seeds, Path(tmp),
-                                             args.save_fit)
-                  for sources in (s.split(",") for s in args.fit)}
+        # each platform featurized once, however many sets name it
+        programs = {p: splits["select"] if p == target.name else source_train_split(params, platforms[p], Path(tmp))
+                    for p in dict.fromkeys(p for f in fit_sets for p in f)}
+        fitted = {",".join(f): fit_xgb(params, target, f, programs, splits, args.seeds, args.save_fit)
+                  for f in fit_sets}
     result = {"platform": target.name, **provenance(__file__), "agreement": agreement,
               "tasks": {s: int(len(np.unique(a["group"]))) for s, a in splits.items()},
               "programs": {s: int(len(a["label"])) for s, a in splits.items()},
