@@ -98,3 +98,41 @@ def test_the_spread_search_tunes_under_the_gradient_scheduler(tiny_cnn, host_pla
     for record in result.database.get_all_tuning_records():
         traces.setdefault(str(record.workload.mod), []).append(str(record.trace))
     assert all(len(t) == len(set(t)) for t in traces.values()), "a program measured twice in one task"
+
+
+def test_one_scoring_call_hashes_each_program_once_for_every_wrapper_inside_it(monkeypatch):
+    """The recorder hashes the population; a memo inside the same call reads those hashes (tcl.tvm.memo)
+    instead of hashing again, gets the same keys, and nothing of the call is kept after it."""
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule import utils as ms_utils
+
+    from test_search_control import _matmul_context
+    from tcl.tvm import memo
+    from tcl.tvm.spread import RecordingCostModel
+
+    ctx, spaces, _db = _matmul_context(seed=3)
+    sampled = ms.search_strategy.ReplayTrace().clone()
+    sampled._initialize_with_tune_context(ctx)
+    sampled.pre_tuning(8, 8, spaces, None, None)
+    candidates = list(sampled.generate_measure_candidates())
+    sampled.post_tuning()
+    truth = [ms_utils.shash2hex(c.sch.mod) for c in candidates]
+
+    @derived_object
+    class _MemoInside(_LongestTraceFirst._cls):
+        def predict(self, context, cands):
+            self.keys = memo.program_keys(cands)
+            return super().predict(context, cands)
+
+    inner = _MemoInside()
+    recorder = RecordingCostModel(inner)
+    calls = []
+    real = ms_utils.shash2hex
+    monkeypatch.setattr(ms_utils, "shash2hex", lambda mod: calls.append(1) or real(mod))
+    recorder.predict(ctx, candidates)
+    assert inner.keys == truth, "the memo inside the call sees each program's own structural hash"
+    assert len(calls) == len(candidates), "each program hashed once per call, not once per wrapper"
+    assert sorted(recorder.seen) == sorted(set(truth))
+    assert not memo._CALL_KEYS, "a call's hashes are dropped when it returns (a handle may be reused later)"
+    memo.program_keys(candidates)
+    assert len(calls) == 2 * len(candidates), "outside a call every program is hashed again"

@@ -22,12 +22,14 @@ import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
+from ..features.ffi_arrays import items
+from .memo import hashed_call, program_keys
 from .wrapper import CostModelWrapper
 
 
 def sketch_of(candidate) -> tuple[str, ...]:
     """The candidate's primitive kinds, postprocessing's included (tcl.tvm.diversity reads stored traces)."""
-    return tuple(inst.kind.name for inst in candidate.sch.trace.insts)
+    return tuple(inst.kind.name for inst in items(candidate.sch.trace.insts))
 
 
 def spread_pick(scored: list[tuple[float, tuple, object]], n: int, max_share: float) -> list[object]:
@@ -59,11 +61,9 @@ class RecordingCostModel(CostModelWrapper):
         self.seen = {}
 
     def predict(self, context, candidates) -> np.ndarray:
-        from tvm.s_tir.meta_schedule.utils import shash2hex
-
-        scores = np.asarray(self.inner.predict(context, candidates), dtype="float64")
-        for candidate, score in zip(candidates, scores):
-            key = shash2hex(candidate.sch.mod)
+        with hashed_call(candidates) as keys:  # the models inside read the hashes taken here
+            scores = np.asarray(self.inner.predict(context, candidates), dtype="float64")
+        for key, candidate, score in zip(keys, candidates, scores):
             if key not in self.seen or score > self.seen[key][0]:
                 self.seen[key] = (float(score), candidate)
         return scores
@@ -93,33 +93,29 @@ class SketchSpreadSearch(PySearchStrategy):
 
     def _measured(self, database) -> set[str]:
         """The structural hashes of this task's programs the database holds (a resumed run's)."""
-        from tvm.s_tir.meta_schedule.utils import shash2hex
-
         if database is None or self.mod is None or not database.has_workload(self.mod):
             return set()
         records = database.get_top_k(database.commit_workload(self.mod), 1 << 30)
-        return {shash2hex(r.as_measure_candidate().sch.mod) for r in records}
+        return set(program_keys([r.as_measure_candidate() for r in records]))
 
     def post_tuning(self) -> None:
         self.inner.post_tuning()
         self.recorder = None
 
     def generate_measure_candidates(self):
-        from tvm.s_tir.meta_schedule.utils import shash2hex
-
         self.recorder.clear()
         picks = self.inner.generate_measure_candidates()
         if not picks:
             return picks
         randoms = list(picks[len(picks) - int(len(picks) * self.eps_greedy):]) if self.eps_greedy else []
-        random_keys = {shash2hex(c.sch.mod) for c in randoms}
+        random_keys = set(program_keys(randoms))
         scored = [(score, sketch_of(c), (key, c)) for key, (score, c) in self.recorder.seen.items()
                   if key not in self.sent and key not in random_keys]
         chosen = spread_pick(scored, len(picks) - len(randoms), self.max_share)
         self.sent.update(key for key, _ in chosen)
         self.sent.update(random_keys)
         if not chosen and not randoms:  # everything it scored was measured: the inner search's own fresh picks
-            fresh = [(shash2hex(c.sch.mod), c) for c in picks]
+            fresh = list(zip(program_keys(picks), picks))
             chosen = [(key, c) for key, c in fresh if key not in self.sent]
             self.sent.update(key for key, _ in chosen)
         return [c for _, c in chosen] + randoms

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from tvm.ir.utils import derived_object
+from .memo import hashed_call
 from .wrapper import CostModelWrapper
 
 
@@ -25,7 +26,8 @@ class TimedCostModel(CostModelWrapper):
 
     def predict(self, context, candidates):
         start = time.perf_counter()
-        scores = self.inner.predict(context, candidates)
+        with hashed_call(candidates):  # the draft's and the features' memos inside share one hash a program
+            scores = self.inner.predict(context, candidates)
         self.seconds += time.perf_counter() - start
         self.predicted += len(candidates)
         return scores

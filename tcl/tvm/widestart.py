@@ -16,6 +16,8 @@ from __future__ import annotations
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
+from .memo import program_keys
+
 RETRIES = 3  # narrow batches asked for when every candidate was measured already
 
 
@@ -45,14 +47,12 @@ class WideStartSearch(PySearchStrategy):
         self.narrow.post_tuning()
 
     def generate_measure_candidates(self):
-        from tvm.s_tir.meta_schedule.utils import shash2hex
-
         inner = self.wide if self.batches < self.wide_batches else self.narrow
         for _ in range(RETRIES):
             candidates = inner.generate_measure_candidates()
             if candidates is None:
                 return None
-            keys = [shash2hex(c.sch.mod) for c in candidates]
+            keys = program_keys(candidates)
             fresh = [(key, c) for key, c in zip(keys, candidates) if key not in self.sent]
             if fresh or not candidates:
                 self.sent.update(key for key, _ in fresh)
