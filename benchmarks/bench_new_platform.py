@@ -3,12 +3,13 @@ the programs measured there, and whether the tune stage's choice among them is t
 
 For a platform with measurements but no model of its own (a new CPU after a first `make collect`),
 every champion of every other platform of the same kind is scored zero-shot on its validated
-programs: the tasks of the held-out networks (`test`, which no model trained on, on any platform)
-and the other tasks (`select`). Beside them, a random scorer, and the source platform's own best
-program of each task run here (pick-on-source top-1, tcl/data/agreement.py: how alike the two
-platforms rank). Two ways to choose a source are then scored on `test`: tcl/tvm/select.py's rule
-(the source model's lift on its own held-out split, weighed by evidence), and the source whose
-model ranks the target's `select` tasks best (a few measured tasks of other networks).
+programs (beside the platform's own champion where it has one): the tasks of the held-out networks
+(`test`, which no model trained on, on any platform) and the other tasks (`select`). Beside them, a
+random scorer, and the source platform's own best program of each task run here (pick-on-source
+top-1, tcl/data/agreement.py: how alike the two platforms rank). Two ways to choose a source are
+then scored on `test`: tcl/tvm/select.py's rule (the source model's lift on its own held-out split,
+weighed by evidence), and the source whose model ranks the target's `select` tasks best (a few
+measured tasks of other networks).
 
     python benchmarks/bench_new_platform.py --platform zen3-avx2-1c [--models tenset_mlp xgb tcl_stores]
         [--fit emr-avx2-1c zen4-avx2-1c,emr-avx2-1c zen3-avx2-1c ...] [--seeds 0 1] [--save-fit DIR] [--update-report]
@@ -146,7 +147,7 @@ def main() -> None:
     prefix = params["registry"]["prefix"]
     agreement = agreement_into("data/records", target.name)
     champions = {model: {p.name: found.version for p in platforms.values()
-                         if p.kind == target.kind and p.name != target.name
+                         if p.kind == target.kind
                          and (found := tracking.registry.champion(tracking.registered_name(prefix, p.name, model)))}
                  for model in args.models}
     missing = [model for model, found in champions.items() if not found]
@@ -177,7 +178,9 @@ def main() -> None:
                             **{s: ranking_metrics(a, predict(bundle.model, a["x"])) for s, a in splits.items()}}
             print(f"{model} of {source}: top-1 mean/task select {rows[source]['select']['top1_mean_per_task']:.3f}"
                   f", test {rows[source]['test']['top1_mean_per_task']:.3f}", flush=True)
-        best_here = max(rows, key=lambda q: rows[q]["select"]["top1_mean_per_task"])
+        # the target's own model is no candidate: its select figures are training figures
+        others = [q for q in rows if q != target.name] or list(rows)
+        best_here = max(others, key=lambda q: rows[q]["select"]["top1_mean_per_task"])
         picks = {"tcl/tvm/select.py (the source's own held-out lift)": select_model(target, platforms, prefix,
                                                                                      model).platform,
                  f"best on {target.name}'s select tasks": best_here}
@@ -193,8 +196,11 @@ def main() -> None:
 
 def render(r: dict) -> str:
     t = r["platform"]
+    own = any(t in m["sources"] for m in r["models"].values())
     lines = [f"# Models of other platforms on {t}, zero-shot", "",
-             f"{t} has no model of its own. Every other platform's champion ranks {t}'s measured programs: "
+             (f"{t} has a model of its own (its row: trained on its `select` programs, so its `select` figures "
+              "are training figures). " if own else f"{t} has no model of its own. ")
+             + f"Every other platform's champion ranks {t}'s measured programs: "
              f"`test` = the held-out networks' tasks ({r['tasks']['test']} tasks, {r['programs']['test']} programs; "
              f"no model trained on them, on any platform), `select` = the other tasks measured there "
              f"({r['tasks']['select']} tasks, {r['programs']['select']} programs). `source's picks`: the source "

@@ -23,6 +23,7 @@ from tcl.models import MODELS
 from tcl.sampling.settings import SamplingSettings
 from tcl.tracking.runs import check_params as check_tracking_params
 from tcl.train.evaluate import EvalSettings
+from tcl.train.kb_prior import KbPriorSettings
 from tcl.train.loop import TrainConfig
 from tcl.transfer.settings import TransferSettings
 from tcl.tvm.controller import ControllerSettings
@@ -36,7 +37,7 @@ from tcl.workloads.settings import WorkloadSettings
 SECTION_SETTINGS = {"workloads": [WorkloadSettings], "ingest": [IngestSettings],
                     "tuning_ingest": [TuningIngestSettings], "features": [FeatureSettings],
                     "compute": [ComputeSettings], "validate": [ValidateConfig], "split": [SplitSettings],
-                    "train": [TrainConfig, EvalSettings], "sampling": [SamplingSettings],
+                    "train": [TrainConfig, EvalSettings], "kb_prior": [KbPriorSettings], "sampling": [SamplingSettings],
                     "transfer": [TransferSettings],
                     "tune": [SearchSettings, OnlineSettings, DraftSettings, GuardSettings, ControllerSettings]}
 

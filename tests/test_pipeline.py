@@ -35,10 +35,12 @@ TINY = {
     "validate": {"platforms": [P1, P2]},
     "split": {"holdout_networks": ["bert_tiny"], "min_val_tasks": 1},
     "train": {"platforms": [P1, P2], "models": ["tcl", "tenset_mlp"], "epochs": 3},
+    "kb_prior": {"platforms": [P1]},   # P2 has P1's vector width (16 bytes) and threads: one ISA class
     "sampling": {"platforms": [P2], "rate": 0.5, "rounds": 1, "model": "mlp", "epochs": 2},
     "transfer": {"order": [P1, P2], "rate": 0.5, "sampler": "random", "cl_epochs": 1, "kd_epochs": 1,
                  "threads": 1},
-    "tune": {"platforms": [P1], "network": "tiny_cnn", "cost_models": ["xgb", "tcl", "tenset_mlp", "tcl_stores_joint"],
+    "tune": {"platforms": [P1], "network": "tiny_cnn", "cost_models": ["xgb", "tcl", "tenset_mlp", "tcl_stores_joint",
+                                                                      "pretrained_xgb_kb+boost"],
              "trials": 16, "num_trials_per_iter": 4, "search": TINY_SEARCH, "learned_search": TINY_SEARCH},
 }
 
@@ -119,7 +121,7 @@ def test_dvc_repro_collects_validates_trains_registers_and_tunes(repo_copy):
     assert version.tags["platform"] == P1
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     stages = {r.data.tags.get("stage") for r in runs}
-    assert {"validate", "sample", "train", "train_joint", "transfer", "tune"} <= stages
+    assert {"validate", "sample", "train", "train_joint", "kb_prior", "transfer", "tune"} <= stages
     on_sample = [r for r in runs if r.data.tags.get("stage") == "train" and r.data.tags.get("platform") == P2]
     assert on_sample and all(int(r.data.params["train_rows"]) == sampled[P2]["picked"] for r in on_sample)
     # one joint model over both platforms: P1's whole training split and P2's sample, registered for each
@@ -129,6 +131,11 @@ def test_dvc_repro_collects_validates_trains_registers_and_tunes(repo_copy):
     own = [r for r in runs if r.data.tags.get("stage") == "train" and r.data.tags.get("model") == "tenset_mlp"]
     assert int(joint_run.data.params["train_rows"]) == sum(int(r.data.params["train_rows"]) for r in own)
 
+    # the knowledge-base prior of P1: fitted on both platforms of its ISA class, P1's validation tasks left out
+    prior = json.loads((repo / "reports/train/kb_prior.json").read_text())["xgb_kb"][P1]
+    assert prior["fitted_on"] == [P2, P1] and prior["registered_model"] == f"tcl-xgb_kb-{P1}" and prior["champion"]
+    assert prior["train_rows"] > prior["platform_train_rows"] > 0
+
     transfer = json.loads((repo / "reports/transfer/stage.json").read_text())
     assert transfer["order"] == [P1, P2] and transfer["platforms_loaded"] == [P1, P2]
     assert transfer["kb_versions"] == ["1"] and transfer["registered_model"] == f"tcl-ckd-{P2}"
@@ -137,7 +144,8 @@ def test_dvc_repro_collects_validates_trains_registers_and_tunes(repo_copy):
     assert (repo / "reports/transfer/stage-forgetting.png").stat().st_size > 5_000
 
     tuned = json.loads((repo / f"reports/tune/{P1}.json").read_text())
-    assert set(tuned) == {"xgb", "tcl", "tenset_mlp", "tcl_stores_joint"}
+    assert set(tuned) == {"xgb", "tcl", "tenset_mlp", "tcl_stores_joint", "pretrained_xgb_kb+boost"}
+    assert tuned["pretrained_xgb_kb+boost"]["model"]["registered_model"] == f"tcl-xgb_kb-{P1}"
     assert tuned["tenset_mlp"]["model"]["registered_model"] == f"tcl-tenset_mlp-{P1}"
     assert tuned["tcl_stores_joint"]["model"]["registered_model"] == f"tcl-tcl_stores_joint-{P1}"
     for row in tuned.values():

@@ -8,16 +8,18 @@ from ..tracking.names import CHAMPION
 from .lock import Lock
 from ..tracking.run_record import Registration, RunRecord
 from .stages import sample_records, tune_records, validate_records
-from .train import joint_train_records, train_records
+from .train import joint_train_records, kb_prior_records, train_records
 from .transfer import transfer_records
 
 
 def pipeline_records(root: str | Path = ".") -> list[RunRecord]:
-    """validate, sample, train, train_joint, transfer, tune: what `dvc.lock` says ran, from the products it recorded."""
+    """validate, sample, train, train_joint, kb_prior, transfer, tune: what `dvc.lock` says ran, from the products
+    it recorded."""
     root = Path(root)
     lock = Lock(root)
     records = [*validate_records(root, lock), *sample_records(root, lock), *train_records(root, lock),
-               *joint_train_records(root, lock), *transfer_records(root, lock), *tune_records(root, lock)]
+               *joint_train_records(root, lock), *kb_prior_records(root, lock), *transfer_records(root, lock),
+               *tune_records(root, lock)]
     stand_in_champions(records)
     return records
 

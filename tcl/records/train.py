@@ -1,5 +1,6 @@
 """Run records of the train stages: one run per trained model, its bundle registered (tcl.train.pipeline),
-and per joint model (tcl.train.joint) one run with a nested run per platform it is registered for.
+and per joint model (tcl.train.joint) or knowledge-base prior (tcl.train.kb_prior) one run with a nested
+run per platform it is registered for.
 
 Rebuilt from `reports/train/<platform>.json` / `reports/train/joint.json` (final metrics, the
 registered name and version, the gate's decision), the saved bundles' `bundle.json` and the params
@@ -36,24 +37,31 @@ def train_records(root: Path, lock: Lock) -> list[RunRecord]:
     return records
 
 
-def joint_train_records(root: Path, lock: Lock) -> list[RunRecord]:
-    metrics_path = root / "reports" / "train" / "joint.json"
-    if not lock.has("train_joint") or not metrics_path.exists():
+def joint_train_records(root: Path, lock: Lock, stage: str = "train_joint", metrics: str = "reports/train/joint.json",
+                        models: str = "models/joint") -> list[RunRecord]:
+    """A parent run per model of a stage that registers one model per platform ({model: {platform: metrics}}
+    in `metrics`, bundles in `models`/<model>/<platform>): train_joint, and kb_prior (`kb_prior_records`)."""
+    metrics_path = root / metrics
+    if not lock.has(stage) or not metrics_path.exists():
         return []
-    used = lock.params("train_joint")
-    commit = lock.recording_commit("train_joint", "models/joint")
+    used = lock.params(stage)
+    commit = lock.recording_commit(stage, models)
     records = []
     for name, by_platform in json.loads(metrics_path.read_text()).items():
-        parent = RunRecord(record_key(f"train-{name}", metrics_path), f"train-{name}",
-                           {"stage": "train_joint", "model": name})
+        parent = RunRecord(record_key(f"train-{name}", metrics_path), f"train-{name}", {"stage": stage, "model": name})
         parent.params = {"model": name, "platforms": ",".join(by_platform), "data_version": lock.data_version()}
         for platform, m in by_platform.items():
             if m.get("registered_model"):
                 floor = {"test_top1_ratio_of_sums": m.get("random_test_top1"), "test_tasks": m.get("test_tasks", "")}
                 parent.children.append(_record(root, lock, platform, name, m, used, commit, metrics_path, floor,
-                                               bundle_dir=f"models/joint/{name}/{platform}", stage="train_joint"))
+                                               bundle_dir=f"{models}/{name}/{platform}", stage=stage))
         records.append(parent)
     return records
+
+
+def kb_prior_records(root: Path, lock: Lock) -> list[RunRecord]:
+    """The kb_prior stage's priors (tcl.train.kb_prior), one nested run per platform."""
+    return joint_train_records(root, lock, "kb_prior", "reports/train/kb_prior.json", "models/kb")
 
 
 def _record(root: Path, lock: Lock, platform: str, model: str, m: dict, used: dict, commit: str,

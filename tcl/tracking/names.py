@@ -18,3 +18,12 @@ def joint_name(model_name: str) -> str:
     """`tcl_stores_joint`: the registered (and tuning) name of `model_name` trained once on every platform
     (tcl.train.joint), registered per platform like the others."""
     return model_name + JOINT_SUFFIX
+
+
+KB_SUFFIX = "_kb"
+
+
+def kb_name(model_name: str) -> str:
+    """`xgb_kb`: the registered name of `model_name` fitted on the knowledge base of a platform's ISA
+    (tcl.train.kb_prior), one per platform."""
+    return model_name + KB_SUFFIX

@@ -6,6 +6,7 @@ and the search modifiers that go with either.
     tcl_stores_joint         ... trained once on every platform's programs (tcl.train.joint)
     tcl+moa, tenset_mlp+ft   ... adapting online (tcl.tvm.online: ft, moa)
     pretrained_xgb+boost     the registered `<prefix>-xgb-<platform>` with per-task trees grown on its scores
+    pretrained_xgb_kb+boost  ... fitted on every platform of the target's ISA (tcl.train.kb_prior: `xgb_kb`)
     tenset_mlp+boost         ... the same trees on top of any model on TVM's PerStoreFeature
     ...+draft                PSA drafts, the model verifies the top candidates (tcl.tvm.draft)
     ...+moses                tasks stop being measured once they settle (tcl.tvm.controller)
@@ -25,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 BUILTIN_COST_MODELS = ("xgb", "random")
-REGISTERED_AS = {"pretrained_xgb": "xgb"}  # tuning name -> the registered model's name
+REGISTERED_AS = {"pretrained_xgb": "xgb", "pretrained_xgb_kb": "xgb_kb"}  # tuning name -> registered name
 MODIFIERS = ("draft", "moses", "guard", "handoff")
 ENSEMBLE_SEP = ","
 
@@ -67,13 +68,14 @@ class CostModelName:
 def learned_model_names() -> set[str]:
     """What a learned model may be called: every registered cost model (tcl.models), the same trained on
     every platform at once (`tcl_stores_joint`, tcl.train.joint) and every transfer method (tcl.transfer),
-    the train stage's `xgb` as `pretrained_xgb`."""
+    the train stage's `xgb` as `pretrained_xgb`, the kb_prior stage's `xgb_kb` as `pretrained_xgb_kb`."""
     from ..models import MODELS
-    from ..tracking.names import joint_name
+    from ..tracking.names import joint_name, kb_name
+    from ..train.kb_prior import MODEL as KB_MODEL
     from ..transfer import TRANSFER_METHODS
 
     inverse = {registered: tuning for tuning, registered in REGISTERED_AS.items()}
-    return {inverse.get(n, n) for n in (*MODELS, *map(joint_name, MODELS), *TRANSFER_METHODS)}
+    return {inverse.get(n, n) for n in (*MODELS, *map(joint_name, MODELS), kb_name(KB_MODEL), *TRANSFER_METHODS)}
 
 
 def parse_cost_model(name: str, known_base: bool = True) -> CostModelName:
