@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -136,15 +137,16 @@ def fit_kb_priors(params: dict[str, Any], out_dir: str | Path, metrics_path: str
     return results
 
 
+@dataclass(frozen=True)
 class KbPriorSettings:
     """params.yaml `kb_prior`: which platforms get a prior, and where their groups are featurized. A section of its
     own: a key under `train` would put every train stage out of date."""
 
-    def __init__(self, platforms: list[str], work_dir: str):
-        self.platforms, self.work_dir = list(platforms), str(work_dir)
+    platforms: tuple[str, ...] = ()
+    work_dir: str = "tmp/kb_prior"
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "KbPriorSettings":
         section = dict(params.get("kb_prior") or {})
         check_keys(section, ("platforms", "work_dir"), "kb_prior")
-        return cls(section.get("platforms") or [], section.get("work_dir") or "tmp/kb_prior")
+        return cls(tuple(section.get("platforms") or ()), str(section.get("work_dir") or cls.work_dir))
