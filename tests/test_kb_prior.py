@@ -89,7 +89,8 @@ def test_a_prior_is_fitted_on_its_isa_class_and_registered_behind_the_gate(measu
 
     root, declared = measured
     uri = f"sqlite:///{root}/mlflow.db"
-    used = {**params, "platforms": {**params["platforms"], **declared}, "tracking": {"mlflow_uri": uri, "experiment": "kb-test"},
+    used = {**params, "platforms": {**params["platforms"], **declared},
+            "tracking": {"mlflow_uri": uri, "experiment": "kb-test"},
             "registry": {"prefix": "kbt", "params_sections": ["seed", "kb_prior"]},
             "split": {"holdout_networks": ["toyC"], "val_fraction": 0.3, "min_val_tasks": 1},
             "validate": {**params["validate"], "validated_root": str(root / "validated"), "stores": []},
