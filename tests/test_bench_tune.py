@@ -347,3 +347,18 @@ def test_the_report_names_the_task_that_cost_a_run_the_most_against_xgb(bench):
     assert "m5 seed 1, tenset_mlp+guard: behind xgb most on conv1d, 260.0 against 150.0 us (1.73x" in note
     assert "+64% of xgb's estimate" in note and "tcl" not in note
     assert bench.task_notes({"m5": {1: [rows[0], rows[2]]}}, "xgb") == []
+
+
+def test_the_per_run_table_gives_each_seeds_estimates_and_when_it_reached_the_baseline(bench):
+    """One line a run: the first estimate, the estimates at a third and two thirds of the baseline's budget, the
+    final, and the trial it reached the baseline's final at; the baseline's row names no match of itself."""
+    nan = float("nan")
+    xgb = [(8, 1.0, nan), (16, 2.0, 3.0), (32, 4.0, 2.5), (48, 6.0, 2.0)]
+    prior = [(8, 0.5, nan), (12, 1.0, 2.2), (16, 1.5, 1.9), (48, 4.0, 1.8)]
+    done = {"xgb": (_row("xgb", 2.0, 48), xgb), "prior": ({**_row("prior", 1.8, 16), "draft_share": 0.05}, prior)}
+    rows = bench.seed_table(done, ["xgb", "prior"], "xgb")
+    text = bench.per_seed_table({"net": {1: rows}}, {"net": {1: {"xgb": xgb, "prior": prior}}}, "xgb", 48)
+    lines = {line.split(" | ")[2]: line for line in text.splitlines()[2:]}
+    assert lines["xgb"] == "| net | 1 | xgb | 3 (16) | 3 / 2.5 | 2 | 48, 6 (1.00x, 1.00x) | - | 0.100 |"
+    # the prior reaches xgb's final (2.0) at trial 16, 1.5 s: 3x fewer trials, 4x less time; xgb never its 1.8
+    assert lines["prior"] == "| net | 1 | prior | 2.2 (12) | 1.9 / 1.9 | 1.8 | 16, 2 (3.00x, 4.00x) | never | 0.100 (0.050) |"

@@ -66,12 +66,11 @@ def kb_sources(target: Platform, platforms: dict[str, Platform], validated_root:
     return [platforms[p] for p in peers] + [target]
 
 
-def per_store_splits(params: dict[str, Any], sources: list[Platform], work: Path, records_root: str | Path
-                     ) -> dict[str, dict[str, dict[str, np.ndarray]]]:
+def per_store_splits(params: dict[str, Any], sources: list[Platform], work: Path, validated_root: str | Path,
+                     records_root: str | Path) -> dict[str, dict[str, dict[str, np.ndarray]]]:
     """{platform: {split: arrays with PerStoreFeature rows as x}}, the platforms split together and every
     `x` padded to one width."""
-    validated = (params.get("validate") or {}).get("validated_root", "data/validated")
-    featurize_platforms(sources, params, validated, records_root, work)
+    featurize_platforms(sources, params, validated_root, records_root, work)
     out = {}
     for p in sources:
         splits = {s: load_split(work / p.name, s) for s in SPLITS}
@@ -92,20 +91,21 @@ def fit_kb_prior(params: dict[str, Any], target_name: str, out_dir: str | Path,
     validated = (params.get("validate") or {}).get("validated_root", "data/validated")
     sources = kb_sources(target, platforms, validated)
     work = Path(settings.work_dir) / target.name  # a group's split is its own: one work dir per target
-    inputs = per_store_splits(params, sources, work, records_root)
+    inputs = per_store_splits(params, sources, work, validated, records_root)
     names = [p.name for p in sources]
     train = union({p: inputs[p]["train"] for p in names}, names)
     own = inputs[target.name]
     name = kb_name(MODEL)
     tcfg = TrainConfig.from_params(params, name)
-    model = build_model(MODEL, feat_dim=train["x"].shape[2], seq_len=None, **model_hparams(params, name, MODEL))
+    hparams = model_hparams(params, name, MODEL)
+    model = build_model(MODEL, feat_dim=train["x"].shape[2], seq_len=None, **hparams)
     data_version = dvc_data_version(Path("dvc.lock"))
     with tracking.run(params, f"train-{name}-{target.name}", {"stage": "kb_prior", "platform": target.name,
                                                                 "model": name}):
         tracking.log_params({"model": name, "platform": target.name, "fitted_on": ",".join(names),
                              "seed": tcfg.seed, "threads": tcfg.threads, "train_rows": int(len(train["x"])),
                              "train_tasks": int(len(np.unique(train["group"]))), "data_version": data_version,
-                             **{f"hp.{k}": v for k, v in model_hparams(params, name, MODEL).items()}})
+                             **{f"hp.{k}": v for k, v in hparams.items()}})
         start = time.perf_counter()
         model.fit_ranker(train["x"], train["label"], train["group"], seed=tcfg.seed, threads=tcfg.threads)
         metrics, evidence, test_scores = held_out_figures(model, own["validation"], own["test"],
