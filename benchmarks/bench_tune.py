@@ -523,8 +523,8 @@ def per_seed_table(seed_tables: dict[str, dict[int, list[dict[str, Any]]]], curv
                            f"({row[f'trial_factor_vs_{baseline}']:.2f}x, {row[f'time_factor_vs_{baseline}']:.2f}x)"
                            if reach else "never")
                 match = row.get(f"{baseline}_trials_to_match")
-                share = f"{row['cost_model_share']:.3f}" + (f" ({row['draft_share']:.3f})"
-                                                            if row.get("draft_share") is not None else "")
+                share = ("-" if row.get("cost_model_share") is None else f"{row['cost_model_share']:.3f}"
+                         + (f" ({row['draft_share']:.3f})" if row.get("draft_share") is not None else ""))
                 lines.append("| " + " | ".join([
                     network, str(seed), model, f"{first[1]:.4g} ({first[0]})" if first else "-",
                     " / ".join(f"{estimate_at(points, m):.4g}" for m in marks), f"{final:.4g}",
