@@ -506,6 +506,8 @@ def per_seed_table(seed_tables: dict[str, dict[int, list[dict[str, Any]]]], curv
     """Every run on its own line: its first estimate, its estimates at a third and two thirds of the baseline's
     budget (the goal: the baseline's final within a third of its trials), its final, and when it reached the
     baseline's final; the means of the table above hide which seed did what."""
+    from tcl.tvm.curve import CurvePoint
+
     marks = (budget // 3, 2 * budget // 3)
     head = ["network", "seed", "cost model", "first est. ms (trial)", f"est. at {marks[0]} / {marks[1]} trials",
             "final est. ms", f"reaches {baseline}'s final: trial, s (x fewer trials, x less time)",
@@ -517,7 +519,6 @@ def per_seed_table(seed_tables: dict[str, dict[int, list[dict[str, Any]]]], curv
                 model = row["cost_model"]
                 points = curves[network][seed][model]
                 first = next(((t, ms) for t, _, ms in points if math.isfinite(ms)), None)
-                final = next((ms for _, _, ms in reversed(points) if math.isfinite(ms)), math.nan)
                 reach = row.get(f"trials_to_{baseline}_final")
                 reached = (f"{reach}, {row[f'seconds_to_{baseline}_final']:.0f} "
                            f"({row[f'trial_factor_vs_{baseline}']:.2f}x, {row[f'time_factor_vs_{baseline}']:.2f}x)"
@@ -527,7 +528,7 @@ def per_seed_table(seed_tables: dict[str, dict[int, list[dict[str, Any]]]], curv
                          + (f" ({row['draft_share']:.3f})" if row.get("draft_share") is not None else ""))
                 lines.append("| " + " | ".join([
                     network, str(seed), model, f"{first[1]:.4g} ({first[0]})" if first else "-",
-                    " / ".join(f"{estimate_at(points, m):.4g}" for m in marks), f"{final:.4g}",
+                    " / ".join(f"{estimate_at(points, m):.4g}" for m in marks), f"{curve_final([CurvePoint(*p) for p in points]):.4g}",
                     reached, "-" if model == baseline else (str(match) if match else "never"), share]) + " |")
     return "\n".join(lines) + "\n"
 
