@@ -57,6 +57,13 @@ class Platform:
     def threads(self) -> int:
         return int(self.specs.get("threads", self.specs.get("cores", 1)))
 
+    @property
+    def isa_class(self) -> tuple:
+        """What two platforms must share for one's programs to teach the other's ranking: the kind, the
+        vector width (simd_bytes; the CUDA arch on a GPU) and the threads a program runs on."""
+        width = self.specs.get("simd_bytes") if self.kind == "cpu" else self.target.get("arch")
+        return self.kind, width, self.threads
+
     def tvm_device(self):
         """The TVM device programs of this platform run on (device 0 of its kind's type)."""
         import tvm

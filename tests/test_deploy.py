@@ -35,12 +35,13 @@ def _bundle(platform) -> ModelBundle:
                        platform.spec_vector, {})
 
 
-def _register(mlflow, bundle, tmp_path, score, evidence=None):
-    """A new version of the bundle, made champion directly (the gate is tests/test_promotion.py's)."""
+def _register(mlflow, bundle, tmp_path, score, evidence=None, model="tcl"):
+    """A new version of the bundle as `tcl-<model>-<platform>`, made champion directly (the gate is
+    tests/test_promotion.py's)."""
     from tcl import tracking
 
     x = bundle.featurizer.transform([[{"kind": "Split", "nums": [1.0], "strs": []}]], [bundle.spec_vector])
-    name = f"tcl-tcl-{bundle.platform}"
+    name = f"tcl-{model}-{bundle.platform}"
     with mlflow.start_run():
         version = tracking.registry.log_version(
             bundle, bundle.save(tmp_path / f"b{score}"), name, x,
@@ -119,6 +120,33 @@ def test_an_unknown_cpu_gets_the_model_with_the_most_lift_on_the_most_evidence(r
     assert chosen.platform == "many-tasks", chosen.reason
     assert "expected lift" in chosen.reason and "48 held-out tasks" in chosen.reason
     assert "few-tasks" in chosen.reason and "no-evidence-here: no evidence" in chosen.reason
+
+
+def test_a_new_cpu_gets_the_knowledge_base_prior_of_its_vector_width_before_more_lift_elsewhere(registry, tmp_path,
+                                                                                               params):
+    """Zen 1 (AVX2) without a prior of its own: the AVX2 knowledge base's, though an AVX-512 one shows more lift;
+    within its ISA class the lift decides. Per-platform models keep the evidence rule alone."""
+    from tcl.tvm.select import select_model
+
+    platforms = load_platforms(params)
+    evidence = {"zen4-avx512-1c": {"score.test_top1": "0.80", "score.random_test_top1": "0.15",
+                                   "eval.test_tasks": "48", "train_rows": "8000"},
+                "zen3-avx2-1c": {"score.test_top1": "0.40", "score.random_test_top1": "0.15",
+                                 "eval.test_tasks": "10", "train_rows": "2000"},
+                "zen4-avx2-1c": {"score.test_top1": "0.50", "score.random_test_top1": "0.15",
+                                 "eval.test_tasks": "20", "train_rows": "4000"}}
+    for name, tags in evidence.items():
+        for model in ("xgb_kb", "tcl"):
+            _register(registry, _bundle(platforms[name]), tmp_path / model / name, 0.5, tags, model)
+    chosen = select_model(platforms["zen1-avx2-1c"], platforms, "tcl", "xgb_kb")
+    assert chosen.platform == "zen4-avx2-1c", chosen.reason
+    assert "of its ISA class (cpu, 32-byte vectors, 1 thread)" in chosen.reason and "zen4-avx512-1c" in chosen.reason
+    assert select_model(platforms["zen1-avx2-1c"], platforms, "tcl", "tcl").platform == "zen4-avx512-1c"
+    # No AVX-512 prior is registered: the AVX-512 CPU gets the most lift of another class, and is told so.
+    others = {n: platforms[n] for n in ["emr-avx512-1c", "zen3-avx2-1c", "zen4-avx2-1c"]}
+    fallback = select_model(platforms["emr-avx512-1c"], others, "tcl", "xgb_kb")
+    assert fallback.platform == "zen4-avx2-1c", fallback.reason
+    assert "none of its ISA class (cpu, 64-byte vectors, 1 thread) has one" in fallback.reason
 
 
 @pytest.mark.slow

@@ -19,7 +19,7 @@ import pytest
 from conftest import toy_matmul_task
 from tcl import tracking
 from tcl.platforms import load_platforms
-from tcl.train.kb_prior import fit_kb_prior, isa_class, kb_sources
+from tcl.train.kb_prior import fit_kb_prior, kb_sources
 from tcl.tvm.names import parse_cost_model
 
 SPECS = {"cores": 1, "threads": 1, "turbo_ghz": 3.0, "boost_ghz": 3.0, "l1_kb": 32, "l2_kb": 512, "l3_kb": 8192,
@@ -42,8 +42,8 @@ def test_the_knowledge_base_of_a_cpu_is_every_validated_platform_of_its_vector_w
     assert [p.name for p in kb_sources(platforms["zen4-avx512-1c"], platforms, root)] == \
         ["emr-avx512-1c", "gnr-avx512-1c", "zen4-avx512-1c"]   # not 2 threads, not AVX2; host-avx512-1c: no records
     assert [p.name for p in kb_sources(platforms["zen3-avx2-1c"], platforms, root)] == ["zen4-avx2-1c", "zen3-avx2-1c"]
-    assert isa_class(platforms["zen4-avx2-1c"]) == isa_class(platforms["emr-avx2-1c"]) != \
-        isa_class(platforms["zen4-avx512-1c"])
+    assert platforms["zen4-avx2-1c"].isa_class == platforms["emr-avx2-1c"].isa_class != \
+        platforms["zen4-avx512-1c"].isa_class
     with pytest.raises(ValueError, match=r"platform=emr-avx2-1c\.parquet.*make collect"):
         kb_sources(platforms["emr-avx2-1c"], platforms, root)
 

@@ -46,13 +46,6 @@ MODEL = "xgb"  # the model class a prior is; Tenset's strongest CPU model, and a
 SPLITS = ("train", "validation", "test")
 
 
-def isa_class(platform: Platform) -> tuple:
-    """What two platforms must share for one's programs to teach the other's ranking: the kind, the
-    vector width (simd_bytes; the CUDA arch on a GPU) and the threads a program runs on."""
-    width = platform.specs.get("simd_bytes") if platform.kind == "cpu" else platform.target.get("arch")
-    return platform.kind, width, platform.threads
-
-
 def kb_sources(target: Platform, platforms: dict[str, Platform], validated_root: str | Path) -> list[Platform]:
     """Every platform of `target`'s ISA class with validated records, by name, `target` last; ValueError
     when the target has none (its own programs are what the gate and the held-out figures score)."""
@@ -62,7 +55,7 @@ def kb_sources(target: Platform, platforms: dict[str, Platform], validated_root:
                          f"its prior on; measure it first (make collect on its host), then dvc repro "
                          f"validate@{target.name}")
     peers = sorted(p.name for p in platforms.values() if p.name != target.name
-                   and isa_class(p) == isa_class(target) and (root / f"platform={p.name}.parquet").exists())
+                   and p.isa_class == target.isa_class and (root / f"platform={p.name}.parquet").exists())
     return [platforms[p] for p in peers] + [target]
 
 

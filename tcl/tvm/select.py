@@ -1,9 +1,15 @@
 """Pick the registered model to tune a platform with.
 
 The platform's own champion if one is registered. Otherwise the champion of another
-platform of the same kind that is expected to rank programs best on a CPU none of them was
-measured on: the one whose held-out top-1 beats a random scorer by the most, on the most
-evidence. Its expected lift is
+platform of the same kind; for a knowledge-base prior (`<model>_kb`, tcl/train/kb_prior.py)
+first one of the target's ISA class (`Platform.isa_class`: vector width and threads). That
+prior was fitted on every validated platform of its class, the target's own programs included
+when it has any; one of another class saw none of them, and on Zen 1's held-out tasks the
+AVX2 knowledge base ranks at 0.715 (top-1 mean/task) and the AVX-512 platforms' champions at
+0.28-0.57 (reports/new_platform_fit/zen1-avx2-1c.md). A per-platform model is weighed by its evidence
+alone: there the same class can be a model no better than random on 4 tasks. Then the one
+expected to rank programs best on a CPU none of them was measured on: the one whose held-out
+top-1 beats a random scorer by the most, on the most evidence. Its expected lift is
 
     (top1 - random) / (1 - random)  x  t / (t + TASKS_HALF)  x  n / (n + PROGRAMS_HALF)
 
@@ -29,6 +35,7 @@ from .. import tracking
 from ..platforms import Platform, host_mismatch
 from ..tracking.hints import how_to_get
 from ..tracking import CHAMPION, registered_name
+from ..tracking.names import KB_SUFFIX
 
 # A score on t held-out tasks counts t / (t + 20): top-1 (eq. 12) moves by +-0.06 between seeds
 # even on 48 tasks (README, "Sampling"), so a lift measured on 4 tasks counts a sixth.
@@ -79,6 +86,7 @@ def select_model(target: Platform, platforms: dict[str, Platform], prefix: str, 
         return Selection(f"models:/{name}/{found.version}", p.name, reason, name, str(found.version),
                          found.tags.get("data_version", "unknown"))
 
+    by_isa = model_name.endswith(KB_SUFFIX)
     own = tracking.registry.champion(registered_name(prefix, target.name, model_name))
     if own is not None:
         return selection(target, own, f"champion registered for {target.name}")
@@ -92,8 +100,10 @@ def select_model(target: Platform, platforms: dict[str, Platform], prefix: str, 
         lift = expected_lift(dict(found.tags))
         here = bool(p.host) and host_mismatch(p) is None
         dist = spec_distance(target, p)
-        # highest expected lift first; without evidence last; then measured here, then nearest spec
-        key = (lift is None, -(lift[0] if lift else 0.0), not here, dist, p.name)
+        # a prior of the target's ISA class first; then highest expected lift, without evidence last; then
+        # measured here, then nearest spec
+        other_isa = by_isa and p.isa_class != target.isa_class
+        key = (other_isa, lift is None, -(lift[0] if lift else 0.0), not here, dist, p.name)
         ranked.append((key, p, found, lift, here, dist))
     if not ranked:
         raise LookupError(f"no registered '{model_name}' champion for {target.name} or any {target.kind} platform "
@@ -102,15 +112,23 @@ def select_model(target: Platform, platforms: dict[str, Platform], prefix: str, 
     ranked.sort(key=lambda r: r[0])
     _, p, found, lift, here, dist = ranked[0]
     where = "measured on this CPU" if here else "measured on another CPU"
+    isa = "" if not by_isa else (f"of its ISA class {_isa_label(target)}; " if p.isa_class == target.isa_class
+                                 else f"none of its ISA class {_isa_label(target)} has one, this is {_isa_label(p)}; ")
     others = "; ".join(f"{q.name}: " + (f"{lf[0]:.3f}" if lf else "no evidence") for _, q, _, lf, _, _ in ranked[1:])
     others = f" [others: {others}]" if others else ""
     if lift:
-        reason = (f"no {model_name} model for {target.name}; {p.name}'s is expected to rank best here ({lift[1]}; "
-                  f"{where}, spec distance {dist:.3f}){others}")
+        reason = (f"no {model_name} model for {target.name}; {p.name}'s is expected to rank best here ({isa}"
+                  f"{lift[1]}; {where}, spec distance {dist:.3f}){others}")
     else:
         reason = (f"no {model_name} model for {target.name} and no held-out evidence tags to weigh; nearest platform "
-                  f"by hardware spec {where} is {p.name} (distance {dist:.3f}){others}")
+                  f"by hardware spec {where} is {p.name} ({isa}distance {dist:.3f}){others}")
     return selection(p, found, reason)
+
+
+def _isa_label(p: Platform) -> str:
+    kind, width, threads = p.isa_class
+    vector = f"{width:g}-byte vectors" if kind == "cpu" else f"arch {width}"
+    return f"({kind}, {vector}, {threads} thread{'s' if threads != 1 else ''})"
 
 
 def _store() -> str:
