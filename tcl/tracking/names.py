@@ -27,3 +27,8 @@ def kb_name(model_name: str) -> str:
     """`xgb_kb`: the registered name of `model_name` fitted on the knowledge base of a platform's ISA
     (tcl.train.kb_prior), one per platform."""
     return model_name + KB_SUFFIX
+
+
+def is_kb_name(registered: str) -> bool:
+    """Whether `registered` names a knowledge-base prior (`kb_name`'s output): fitted per ISA class."""
+    return registered.endswith(KB_SUFFIX)

@@ -35,7 +35,7 @@ from .. import tracking
 from ..platforms import Platform, host_mismatch
 from ..tracking.hints import how_to_get
 from ..tracking import CHAMPION, registered_name
-from ..tracking.names import KB_SUFFIX
+from ..tracking.names import is_kb_name
 
 # A score on t held-out tasks counts t / (t + 20): top-1 (eq. 12) moves by +-0.06 between seeds
 # even on 48 tasks (README, "Sampling"), so a lift measured on 4 tasks counts a sixth.
@@ -86,7 +86,7 @@ def select_model(target: Platform, platforms: dict[str, Platform], prefix: str, 
         return Selection(f"models:/{name}/{found.version}", p.name, reason, name, str(found.version),
                          found.tags.get("data_version", "unknown"))
 
-    by_isa = model_name.endswith(KB_SUFFIX)
+    by_isa = is_kb_name(model_name)
     own = tracking.registry.champion(registered_name(prefix, target.name, model_name))
     if own is not None:
         return selection(target, own, f"champion registered for {target.name}")
@@ -112,8 +112,7 @@ def select_model(target: Platform, platforms: dict[str, Platform], prefix: str, 
     ranked.sort(key=lambda r: r[0])
     _, p, found, lift, here, dist = ranked[0]
     where = "measured on this CPU" if here else "measured on another CPU"
-    isa = "" if not by_isa else (f"of its ISA class {_isa_label(target)}; " if p.isa_class == target.isa_class
-                                 else f"none of its ISA class {_isa_label(target)} has one, this is {_isa_label(p)}; ")
+    isa = _isa_note(target, p) if by_isa else ""
     others = "; ".join(f"{q.name}: " + (f"{lf[0]:.3f}" if lf else "no evidence") for _, q, _, lf, _, _ in ranked[1:])
     others = f" [others: {others}]" if others else ""
     if lift:
@@ -125,10 +124,17 @@ def select_model(target: Platform, platforms: dict[str, Platform], prefix: str, 
     return selection(p, found, reason)
 
 
-def _isa_label(p: Platform) -> str:
-    kind, width, threads = p.isa_class
-    vector = f"{width:g}-byte vectors" if kind == "cpu" else f"arch {width}"
-    return f"({kind}, {vector}, {threads} thread{'s' if threads != 1 else ''})"
+def _isa_note(target: Platform, chosen: Platform) -> str:
+    """The reason's words on the ISA class: the target's, and the chosen prior's when it is another."""
+
+    def label(p: Platform) -> str:
+        kind, width, threads = p.isa_class
+        vector = f"{width:g}-byte vectors" if kind == "cpu" else f"arch {width}"
+        return f"({kind}, {vector}, {threads} thread{'s' if threads != 1 else ''})"
+
+    if chosen.isa_class == target.isa_class:
+        return f"of its ISA class {label(target)}; "
+    return f"none of its ISA class {label(target)} has one, this is {label(chosen)}; "
 
 
 def _store() -> str:
