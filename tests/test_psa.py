@@ -175,3 +175,17 @@ def test_psa_ranks_a_measured_task_better_than_random(tmp_path, params, host_pla
     flipped = pairwise_accuracy(-scores, labels, groups)
     assert psa > rand + 0.1 and psa > 0.65, (psa, rand)
     assert flipped < 0.5  # a sign flip in the estimate ranks the programs backwards
+
+
+def test_buffers_read_once_for_many_programs_keep_each_programs_own_shapes():
+    """The walk keeps what it read of a buffer for the next programs (tcl.features.loop_nest._buffer_info):
+    programs whose buffers share names but not shapes must each get their own."""
+    from tcl.features.loop_nest import loop_nest
+
+    def shapes(nest):
+        return {a.buffer: a.shape for s in nest.statements for a in s.accesses}
+
+    small, large = _matmul(64, 16), _matmul(128, 16)
+    for mod, n in ((small, 64), (large, 128), (small, 64), (_matmul(64, 8), 64)):
+        assert shapes(loop_nest(mod)) == {"A": (n, n), "B": (n, n), "C": (n, n)}
+    assert loop_nest(small) == loop_nest(small)
