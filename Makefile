@@ -45,8 +45,8 @@ push: setup
 
 # TEST_WORKERS=2: two pytest-xdist workers (tests/conftest.py), the whole-pipeline test in one, the rest in
 # the other, a core each. Not the default: timed on a clean clone (2 vCPUs) it took 37.8 min against one
-# process's 32.9 min, when tests still tuned with MetaSchedule's full search; one process now takes 23.1 min
-# there (1388 s), two lanes were not timed again.
+# process's 32.9 min, when tests still tuned with MetaSchedule's full search; one process took 56 min on a
+# 2-vCPU Zen 1 in stop 73 (3,384 s), two lanes were not timed again.
 TEST_WORKERS ?= 0
 # tests/test_servers.py opens MLflow's UI in headless Chromium (Debian's package; CI runs this as root).
 test: setup
