@@ -14,8 +14,9 @@ import pytest
 from conftest import toy_matmul_task
 
 
-def _matmul(n: int, tile: int, vector: int = 0):
-    """An n^3 matmul tiled (i0, j0, k0, i1, k1, j1) by `tile`, its innermost j split by `vector` and vectorized."""
+def _matmul(n: int, tile: int, vector: int = 0, parallel: bool = False):
+    """An n^3 matmul tiled (i0, j0, k0, i1, k1, j1) by `tile`, its innermost j split by `vector` and vectorized,
+    i0 run in parallel if `parallel`."""
     import tvm
 
     sch = tvm.s_tir.Schedule(toy_matmul_task(n).mod)
@@ -24,6 +25,8 @@ def _matmul(n: int, tile: int, vector: int = 0):
     j0, j1 = sch.split(j, [None, tile])
     k0, k1 = sch.split(k, [None, tile])
     sch.reorder(i0, j0, k0, i1, k1, j1)
+    if parallel:
+        sch.parallel(i0)
     if vector:
         _, jv = sch.split(j1, [None, vector])
         sch.vectorize(jv)
@@ -189,3 +192,19 @@ def test_buffers_read_once_for_many_programs_keep_each_programs_own_shapes():
     for mod, n in ((small, 64), (large, 128), (small, 64), (_matmul(64, 8), 64)):
         assert shapes(loop_nest(mod)) == {"A": (n, n), "B": (n, n), "C": (n, n)}
     assert loop_nest(small) == loop_nest(small)
+
+
+def test_statements_met_before_are_looked_up_and_estimate_as_if_new(params, host_platform):
+    """The CPU analyzer keeps each statement's terms (tcl.tvm.psa.cpu): programs whose statements differ in a
+    tile or only in how a loop runs must not share them, and a program scores as it does alone."""
+    from tcl.tvm.psa import loop_nest, make_analyzer
+
+    platform = _with_specs(host_platform, cores=4, threads=4)
+    programs = [_matmul(256, 16), _matmul(256, 16, parallel=True), _matmul(256, 32), _matmul(256, 16, vector=8),
+                _matmul(256, 32), _matmul(128, 16)]
+    alone = [make_analyzer(platform, params).estimate(loop_nest(m)) for m in programs]
+    assert len({e.seconds for e in alone}) == 5  # the repeated program aside, every estimate differs
+    shared = make_analyzer(platform, params)
+    assert [shared.estimate(loop_nest(m)) for m in programs] == alone
+    # the repeated program's statements were looked up, not analysed again
+    assert len(shared._terms) == sum(len(loop_nest(m).statements) for m in programs[:4] + programs[5:])

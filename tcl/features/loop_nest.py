@@ -247,6 +247,13 @@ def loop_nest(mod) -> LoopNest:
     return walker.nest
 
 
+def statement_key(stmt: Statement, nest: LoopNest) -> tuple:
+    """What a statement's work and footprints depend on: its loops (ids and what they are), ops and accesses.
+    Two programs' statements with equal keys cost the same, so an analysis can be looked up by it."""
+    loops = nest.loops
+    return stmt.loops, tuple([loops[i] for i in stmt.loops]), stmt.ops, stmt.dtype_bytes, stmt.accesses
+
+
 def footprint(stmt: Statement, nest: LoopNest, inside: set[int], unit: int, access=None) -> float:
     """Bytes the accesses of `stmt` (or one `access`) touch while the loops in `inside` run; the last
     dimension is rounded up to `unit` bytes (a cache line, a memory transaction)."""

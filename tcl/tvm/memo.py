@@ -2,8 +2,8 @@
 
 The evolutionary search scores its population several times per batch and keeps the best
 candidates from one generation to the next, so the same programs come back. Hashing a program
-(~0.1 ms) is far cheaper than lowering it for TVM's PerStoreFeature (milliseconds) or walking
-its loop nest for PSA (~0.6 ms): the learned model's features (tcl.tvm.cost_model) and PSA's
+(~0.1 ms) is far cheaper than lowering it for TVM's PerStoreFeature (milliseconds) or reading
+and estimating its loop nest for PSA (~1.6 ms on a Zen 1): the learned model's features (tcl.tvm.cost_model) and PSA's
 draft scores (tcl.tvm.draft) are both looked up here before they are computed.
 
 One scoring call passes through several wrappers (the sketch spread's recorder, the timer, the

@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ...features.loop_nest import PARALLEL, UNROLLED, VECTORIZED, LoopNest, StatementTiles, cpu_levels, traffic
+from ...features.loop_nest import (PARALLEL, UNROLLED, VECTORIZED, LoopNest, StatementTiles, cpu_levels,
+                                   statement_key, traffic)
 from .base import Estimate, SymbolAnalyzer, register
 
 
@@ -41,6 +42,9 @@ class CpuKnobs:
     loop_overhead_cycles: float = 0.594  # increment, compare, branch of a rolled loop iteration
 
 
+_MAX_STATEMENTS = 50_000  # a full table of statement terms is cleared
+
+
 def _used_cores(parallel_iterations: int, cores: int) -> float:
     """Cores' worth of work per round: P iterations take ceil(P / cores) rounds."""
     return parallel_iterations / math.ceil(parallel_iterations / cores)
@@ -50,40 +54,60 @@ def _used_cores(parallel_iterations: int, cores: int) -> float:
 class CpuAnalyzer(SymbolAnalyzer):
     knobs_class = CpuKnobs
 
-    def estimate(self, nest: LoopNest) -> Estimate:
+    def __init__(self, platform, knobs=None):
+        super().__init__(platform, knobs)
         specs, k = self.platform.specs, self.knobs
-        hz = max(float(specs["turbo_ghz"]), float(specs["boost_ghz"])) * 1e9
-        cores, simd = max(self.platform.threads, 1), int(specs["simd_bytes"])
-        dram = min(k.dram_gbs_per_core * cores, float(specs["mem_bandwidth_gbs"])) * 1e9
+        self.hz = max(float(specs["turbo_ghz"]), float(specs["boost_ghz"])) * 1e9
+        self.cores, self.simd = max(self.platform.threads, 1), int(specs["simd_bytes"])
+        dram = min(k.dram_gbs_per_core * self.cores, float(specs["mem_bandwidth_gbs"])) * 1e9
         # bandwidth into each level in bytes/s, and whether it is per core
-        bandwidths = ((k.l1_loads_per_cycle * simd * hz, True), (k.l2_bytes_per_cycle * hz, True),
-                      (k.l3_bytes_per_cycle * hz, True), (dram, False))
-        levels = [(name, capacity, bandwidth, unit, per_core) for (name, capacity, unit), (bandwidth, per_core)
-                  in zip(cpu_levels(specs, k.vector_registers, k.line_bytes), bandwidths)]
+        bandwidths = ((k.l1_loads_per_cycle * self.simd * self.hz, True), (k.l2_bytes_per_cycle * self.hz, True),
+                      (k.l3_bytes_per_cycle * self.hz, True), (dram, False))
+        self.levels = [(name, capacity, bandwidth, unit, per_core) for (name, capacity, unit), (bandwidth, per_core)
+                       in zip(cpu_levels(specs, k.vector_registers, k.line_bytes), bandwidths)]
+        # statement -> its terms. Candidates of a population differ in a few statements each: about half of the
+        # statements PSA meets were met before (MobileNet-V2's populations), and their terms are looked up
+        self._terms: dict[tuple, tuple] = {}
+
+    def estimate(self, nest: LoopNest) -> Estimate:
         compute, flops, par_w, vec_w = 0.0, 0.0, 0.0, 0.0
-        memory = {name: 0.0 for name, *_ in levels}
+        memory = [0.0] * len(self.levels)
         for stmt in nest.statements:
-            loops = [nest.loops[i] for i in stmt.loops]
-            work = nest.iterations(stmt) * stmt.ops
-            used = _used_cores(math.prod(lp.extent for lp in loops if lp.kind == PARALLEL), cores)
-            lanes = max(1, simd // stmt.dtype_bytes)
-            inner = loops[-1] if loops else None
-            speed = inner.extent / math.ceil(inner.extent / lanes) if inner and inner.kind == VECTORIZED else 1.0
-            compute += work / (hz * k.ops_per_cycle * speed * used)
-            tiles = StatementTiles(stmt, nest)
-            for name, capacity, bandwidth, unit, per_core in levels:
-                moved = traffic(stmt, nest, capacity, unit, tiles)
-                memory[name] += moved / (bandwidth * (used if per_core else 1.0))
+            key = statement_key(stmt, nest)
+            terms = self._terms.get(key)
+            if terms is None:
+                if len(self._terms) >= _MAX_STATEMENTS:
+                    self._terms.clear()
+                terms = self._terms[key] = self._statement_terms(stmt, nest)
+            seconds, moved, work, par, vec = terms
+            compute += seconds
+            for level, value in enumerate(moved):
+                memory[level] += value
             flops += work
-            par_w += work * used / cores
-            vec_w += work * speed / lanes
-        overhead = self._loop_overhead(nest, cores) / hz
-        return Estimate(seconds=compute + sum(memory.values()) + overhead, compute_seconds=compute,
-                        memory_seconds=memory, overhead_seconds=overhead,
+            par_w += par
+            vec_w += vec
+        overhead = self._loop_overhead(nest) / self.hz
+        return Estimate(seconds=compute + sum(memory) + overhead, compute_seconds=compute,
+                        memory_seconds={name: m for (name, *_), m in zip(self.levels, memory)},
+                        overhead_seconds=overhead,
                         parallel_efficiency=par_w / flops if flops else 1.0,
                         vector_efficiency=vec_w / flops if flops else 1.0)
 
-    def _loop_overhead(self, nest: LoopNest, cores: int) -> float:
+    def _statement_terms(self, stmt, nest: LoopNest) -> tuple:
+        """(compute seconds, seconds moving data into each level, work, its parallel and vector weights)."""
+        loops = [nest.loops[i] for i in stmt.loops]
+        work = nest.iterations(stmt) * stmt.ops
+        used = _used_cores(math.prod(lp.extent for lp in loops if lp.kind == PARALLEL), self.cores)
+        lanes = max(1, self.simd // stmt.dtype_bytes)
+        inner = loops[-1] if loops else None
+        speed = inner.extent / math.ceil(inner.extent / lanes) if inner and inner.kind == VECTORIZED else 1.0
+        tiles = StatementTiles(stmt, nest)
+        moved = tuple(traffic(stmt, nest, capacity, unit, tiles) / (bandwidth * (used if per_core else 1.0))
+                      for _, capacity, bandwidth, unit, per_core in self.levels)
+        return (work / (self.hz * self.knobs.ops_per_cycle * speed * used), moved, work,
+                work * used / self.cores, work * speed / lanes)
+
+    def _loop_overhead(self, nest: LoopNest) -> float:
         """Cycles spent running rolled loops (each loop counted once, however many statements it holds)."""
         trips: dict[int, tuple[int, float]] = {}   # loop -> (iterations, cores sharing them)
         inner: dict[int, int] = {}                 # loop -> largest trip count of the nest below and at it
@@ -96,7 +120,7 @@ class CpuAnalyzer(SymbolAnalyzer):
             for pos, (i, lp) in enumerate(zip(stmt.loops, loops)):
                 outer *= lp.extent
                 par *= lp.extent if lp.kind == PARALLEL else 1
-                trips[i] = (outer, _used_cores(par, cores))
+                trips[i] = (outer, _used_cores(par, self.cores))
                 inner[i] = max(inner.get(i, 0), below[pos])
         cycles = 0.0
         for i, (iterations, used) in trips.items():
