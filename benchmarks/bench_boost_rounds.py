@@ -23,12 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._out import REPO  # noqa: E402
-
-
-def pairwise_accuracy(score: np.ndarray, latency: np.ndarray) -> float:
-    i, j = np.triu_indices(len(latency), 1)
-    differ = latency[i] != latency[j]
-    return float(np.mean((score[i] > score[j])[differ] == (latency[i] < latency[j])[differ]))
+from benchmarks.bench_online import blank_bundle  # noqa: E402
 
 
 def best_of_top(score: np.ndarray, latency: np.ndarray, k: int = 8) -> float:
@@ -45,8 +40,8 @@ def main(argv: list[str] | None = None) -> None:
 
     from tcl.config import load_params
     from tcl.features.dataset import load_split
-    from tcl.models import build_model
     from tcl.models.bundle import ModelBundle
+    from tcl.models.metrics import pairwise_accuracy
     from tcl.train.inputs import model_inputs
     from tcl.tvm.online import OnlineSettings, make_adapter
     from tcl.tvm.online.replay import replayable_tasks
@@ -57,8 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     if not (bundle_dir / "bundle.json").exists():
         raise SystemExit(f"{bundle_dir}: no trained bundle (dvc pull, or dvc repro train@{args.platform})")
     bundle = ModelBundle.load(bundle_dir)
-    blank = ModelBundle("xgb", build_model("xgb", feat_dim=164, seq_len=None, seed=0), bundle.featurizer,
-                        bundle.platform, bundle.spec_vector, {})
+    blank = blank_bundle(bundle)
     features_dir = REPO / "data" / "features" / args.platform
     splits, _ = model_inputs("xgb", args.platform, params, features_dir,
                              {"validation": load_split(features_dir, "validation")}, records_root=REPO / "data" / "records")
@@ -81,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
                 after, learned = (np.asarray(a.score(str(task), x[rest])) for a in (boosted, scratch))
                 lat = latency[rest]
                 rows.append([np.std(after - prior) / max(np.std(prior), 1e-12),
-                             *(pairwise_accuracy(s, lat) for s in (prior, after, learned)),
+                             *(pairwise_accuracy(s, -lat, np.zeros(len(lat))) for s in (prior, after, learned)),
                              *(best_of_top(s, lat) for s in (prior, after, learned))])
             per_seed.append(np.mean(rows, axis=0))
         m, s = np.mean(per_seed, axis=0), np.std(per_seed, axis=0, ddof=1) if len(per_seed) > 1 else np.zeros(7)

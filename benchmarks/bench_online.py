@@ -48,13 +48,20 @@ class RandomAdapter:
         pass
 
 
+def blank_bundle(bundle):
+    """An untrained XGB over `bundle`'s PerStoreFeature: `boost` over it grows trees from nothing, as TVM's xgb."""
+    from tcl.models import build_model
+    from tcl.models.bundle import ModelBundle
+
+    return ModelBundle("xgb", build_model("xgb", feat_dim=164, seq_len=None, seed=0), bundle.featurizer,
+                       bundle.platform, bundle.spec_vector, {})
+
+
 def adapters(names: list[str], bundles: list, settings, scratch_rounds: int, seed: int) -> dict:
     """name -> a factory of fresh adapters over `bundles` (one model, or their ensemble; the baselines over a
     prior that knows nothing)."""
     import torch
 
-    from tcl.models import build_model
-    from tcl.models.bundle import ModelBundle
     from tcl.tvm.ensemble import EnsemblePrior
     from tcl.tvm.online import make_adapter
 
@@ -65,9 +72,7 @@ def adapters(names: list[str], bundles: list, settings, scratch_rounds: int, see
         if name == "random":
             return RandomAdapter(seed)
         if name == "scratch":
-            blank = ModelBundle("xgb", build_model("xgb", feat_dim=164, seq_len=None, seed=0), bundle.featurizer, bundle.platform,
-                                bundle.spec_vector, {})
-            return make_adapter("boost", blank, replace(settings, boost_rounds=scratch_rounds))
+            return make_adapter("boost", blank_bundle(bundle), replace(settings, boost_rounds=scratch_rounds))
         prior = EnsemblePrior(bundles, [b.model_name for b in bundles]) if len(bundles) > 1 else None
         return make_adapter(name, bundle, settings, prior)
 
