@@ -57,6 +57,8 @@ SEARCH_KEYS = ("population", "genetic_iters", "eps_greedy", "max_sketch_share", 
 PSA_RATES_BEFORE_CALIBRATION = {"ops_per_cycle": 2.0, "vector_registers": 16, "l1_loads_per_cycle": 2.0,
                                 "l2_bytes_per_cycle": 32.0, "l3_bytes_per_cycle": 16.0, "dram_gbs_per_core": 25.0,
                                 "line_bytes": 64, "loop_overhead_cycles": 1.0}
+# the candidates every drafted run verified before runs of other `tune.draft.verify` were told apart (stop 77)
+LEGACY_DRAFT_VERIFY = 64
 FIGURES = ("final_est_ms", "tuned_ms", "speedup_vs_reference", "cost_model_share", "wall_s")
 
 
@@ -113,14 +115,21 @@ def psa_tag(rates: dict[str, Any] | None) -> str:
 def search_tag(search: dict[str, Any] | None, drafted: bool = False) -> str:
     """'-population256-genetic_iters2' for a search of other SEARCH_KEYS than MetaSchedule's defaults, '' for
     the defaults (and for rows from before runs recorded their search). A drafting run's population is the
-    draft's (tune.draft.population), so it does not count there; its PSA rates do (`psa_tag`)."""
+    draft's (tune.draft.population), so it does not count there; its PSA rates do (`psa_tag`), and so does the
+    number the model verifies ('-verify128') unless it is the 64 of every drafted run before (`draft_verify`)."""
     from tcl.tvm.tuning import SearchSettings
 
     default = asdict(SearchSettings())
     keys = [k for k in SEARCH_KEYS if not (drafted and k == "population")]
     tag = "".join(f"-{k}{search[k]}" for k in keys if search and k in search and search[k] != default[k])
-    return (tag + (psa_tag((search or {}).get("psa")) if drafted else "") + controller_tag(search)
-            + boost_tag(search))
+    return (tag + (psa_tag((search or {}).get("psa")) + verify_tag(search) if drafted else "")
+            + controller_tag(search) + boost_tag(search))
+
+
+def verify_tag(search: dict[str, Any] | None) -> str:
+    """'-verify128' for a drafting run whose model scored other than LEGACY_DRAFT_VERIFY candidates a call."""
+    verify = (search or {}).get("draft_verify", LEGACY_DRAFT_VERIFY)
+    return "" if verify == LEGACY_DRAFT_VERIFY else f"-verify{verify}"
 
 
 def boost_tag(search: dict[str, Any] | None) -> str:
@@ -171,6 +180,8 @@ def search_label(model: str, row: dict[str, Any]) -> str:
     if "draft_verify" in search:
         tag = psa_tag(search.get("psa"))
         psa = f", PSA rates {tag[1:]}" if tag else ", uncalibrated PSA"
+        if verify_tag(search):
+            psa += f", the model verifies {search['draft_verify']}"
     controller = f", CV over {controller_statistic(search).replace('_', ' ')}" if controller_tag(search) else ""
     boost = f", trees over the {search['boost_scope']}'s tasks" if boost_tag(search) else ""
     first = f", {search['first_batch']} in a task's first batch" if search.get("first_batch") else ""
@@ -650,6 +661,7 @@ def main() -> None:
     online = OnlineSettings.from_params(params)
     tags = {m: search_tag({**asdict(SearchSettings.for_cost_model(params, m)), "psa": psa_rates,
                            **({"controller": asdict(controllers[m])} if controllers[m] else {}),
+                           **({"draft_verify": draft.verify} if draft.for_run(parse_cost_model(m).draft) else {}),
                            **online.recorded(parse_cost_model(m).adaptation)},
                           draft.for_run(parse_cost_model(m).draft) is not None) for m in models}
     bundles = {base: p["bundle_dir"] for base, p in pins.items()}

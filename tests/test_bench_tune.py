@@ -112,6 +112,9 @@ def test_a_rerun_keeps_each_model_tuned_with_the_same_trials(bench, tmp_path):
     # drafting replaces the population: a drafted row's own population is not a search tag
     assert bench.search_tag({"population": 2048, "genetic_iters": 4}, drafted=True) == ""
     assert bench.row_search_tag({"search": {"population": 2048, "draft_verify": 64}}) == ""
+    # ... the number the model verifies is: a run verifying 128 does not pass for the finished one verifying 64
+    assert bench.row_search_tag({"search": {"draft_verify": 128}}) == "-verify128"
+    assert bench.search_label("tcl", {"search": {"draft_verify": 128}}).endswith(", the model verifies 128]")
     # ... but its PSA rates do: a run with other rates than every drafted run before the calibration had is
     # another run, and a row that recorded none had those
     calibrated = {**bench.PSA_RATES_BEFORE_CALIBRATION, "ops_per_cycle": 0.64}
@@ -122,6 +125,7 @@ def test_a_rerun_keeps_each_model_tuned_with_the_same_trials(bench, tmp_path):
     tuned("tcl+draft", {**_row("tcl+draft", 0.6, 16), "search": {"draft_verify": 64}}, "tcl+draft,8,1.0,0.6\n")
     assert "tcl+draft" in bench.tuned_models(run, "p", {**BUDGETS, "tcl+draft": 64})
     assert "tcl+draft" not in bench.tuned_models(run, "p", {**BUDGETS, "tcl+draft": 64}, tags={"tcl+draft": tag})
+    assert "tcl+draft" not in bench.tuned_models(run, "p", {**BUDGETS, "tcl+draft": 64}, tags={"tcl+draft": "-verify128"})
     assert "tcl+draft [search 512x4, uncalibrated PSA]" in bench.tuned_models(
         run, "p", {**BUDGETS, "tcl+draft": 64}, tags={"tcl+draft": tag}, every_search=True)
     # a controller over each batch's own best (Moses's test) is another run than one over the best so far, which
