@@ -659,11 +659,11 @@ def main() -> None:
     psa_rates = asdict(make_analyzer(platform, params).knobs)
     controllers = {m: ControllerSettings.from_params(params).for_run(parse_cost_model(m).moses) for m in models}
     online = OnlineSettings.from_params(params)
+    drafted = {m: draft.for_run(parse_cost_model(m).draft) is not None for m in models}
     tags = {m: search_tag({**asdict(SearchSettings.for_cost_model(params, m)), "psa": psa_rates,
                            **({"controller": asdict(controllers[m])} if controllers[m] else {}),
-                           **({"draft_verify": draft.verify} if draft.for_run(parse_cost_model(m).draft) else {}),
-                           **online.recorded(parse_cost_model(m).adaptation)},
-                          draft.for_run(parse_cost_model(m).draft) is not None) for m in models}
+                           **({"draft_verify": draft.verify} if drafted[m] else {}),
+                           **online.recorded(parse_cost_model(m).adaptation)}, drafted[m]) for m in models}
     bundles = {base: p["bundle_dir"] for base, p in pins.items()}
     digests = {m: run_digests(parse_cost_model(m).members, pins) for m in models
                if all(b in pins for b in parse_cost_model(m).members)}
