@@ -59,6 +59,8 @@ PSA_RATES_BEFORE_CALIBRATION = {"ops_per_cycle": 2.0, "vector_registers": 16, "l
                                 "line_bytes": 64, "loop_overhead_cycles": 1.0}
 # the candidates every drafted run verified before runs of other `tune.draft.verify` were told apart (stop 77)
 LEGACY_DRAFT_VERIFY = 64
+# the population every drafted run searched (tune.draft.population) before runs of others were told apart (stop 78)
+LEGACY_DRAFT_POPULATION = 512
 FIGURES = ("final_est_ms", "tuned_ms", "speedup_vs_reference", "cost_model_share", "wall_s")
 
 
@@ -115,13 +117,13 @@ def psa_tag(rates: dict[str, Any] | None) -> str:
 def search_tag(search: dict[str, Any] | None, drafted: bool = False) -> str:
     """'-population256-genetic_iters2' for a search of other SEARCH_KEYS than MetaSchedule's defaults, '' for
     the defaults (and for rows from before runs recorded their search). A drafting run's population is the
-    draft's (tune.draft.population), so it does not count there; its PSA rates do (`psa_tag`), and so does the
-    number the model verifies ('-verify128') unless it is the 64 of every drafted run before (`draft_verify`)."""
+    draft's (tune.draft.population), told apart from the LEGACY_DRAFT_POPULATION of every drafted run before;
+    its PSA rates count (`psa_tag`), and so does the number the model verifies ('-verify128') unless it is
+    the 64 of every drafted run before (`draft_verify`)."""
     from tcl.tvm.tuning import SearchSettings
 
-    default = asdict(SearchSettings())
-    keys = [k for k in SEARCH_KEYS if not (drafted and k == "population")]
-    tag = "".join(f"-{k}{search[k]}" for k in keys if search and k in search and search[k] != default[k])
+    default = asdict(SearchSettings()) | ({"population": LEGACY_DRAFT_POPULATION} if drafted else {})
+    tag = "".join(f"-{k}{search[k]}" for k in SEARCH_KEYS if search and k in search and search[k] != default[k])
     return (tag + (psa_tag((search or {}).get("psa")) + verify_tag(search) if drafted else "")
             + controller_tag(search) + boost_tag(search))
 
@@ -662,7 +664,7 @@ def main() -> None:
     drafted = {m: draft.for_run(parse_cost_model(m).draft) is not None for m in models}
     tags = {m: search_tag({**asdict(SearchSettings.for_cost_model(params, m)), "psa": psa_rates,
                            **({"controller": asdict(controllers[m])} if controllers[m] else {}),
-                           **({"draft_verify": draft.verify} if drafted[m] else {}),
+                           **({"draft_verify": draft.verify, "population": draft.population} if drafted[m] else {}),
                            **online.recorded(parse_cost_model(m).adaptation)}, drafted[m]) for m in models}
     bundles = {base: p["bundle_dir"] for base, p in pins.items()}
     digests = {m: run_digests(parse_cost_model(m).members, pins) for m in models

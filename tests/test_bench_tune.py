@@ -109,9 +109,10 @@ def test_a_rerun_keeps_each_model_tuned_with_the_same_trials(bench, tmp_path):
     greedy = {**small, "population": 512, "eps_greedy": 0.25}
     assert bench.search_tag(greedy) == "-eps_greedy0.25" and bench.search_tag({**greedy, "eps_greedy": 0.05}) == ""
     assert bench.search_label("tcl", {"search": greedy}) == "tcl [search 512x4, 0.25 at random]"
-    # drafting replaces the population: a drafted row's own population is not a search tag
-    assert bench.search_tag({"population": 2048, "genetic_iters": 4}, drafted=True) == ""
-    assert bench.row_search_tag({"search": {"population": 2048, "draft_verify": 64}}) == ""
+    # drafting replaces the population with the draft's: 512, every drafted run's before, is no tag, others are
+    assert bench.search_tag({"population": 512, "genetic_iters": 4}, drafted=True) == ""
+    assert bench.search_tag({"population": 2048, "genetic_iters": 4}, drafted=True) == "-population2048"
+    assert bench.row_search_tag({"search": {"population": 2048, "draft_verify": 64}}) == "-population2048"
     # ... the number the model verifies is: a run verifying 128 does not pass for the finished one verifying 64
     assert bench.row_search_tag({"search": {"draft_verify": 128}}) == "-verify128"
     assert bench.search_label("tcl", {"search": {"draft_verify": 128}}).endswith(", the model verifies 128]")
@@ -126,6 +127,9 @@ def test_a_rerun_keeps_each_model_tuned_with_the_same_trials(bench, tmp_path):
     assert "tcl+draft" in bench.tuned_models(run, "p", {**BUDGETS, "tcl+draft": 64})
     assert "tcl+draft" not in bench.tuned_models(run, "p", {**BUDGETS, "tcl+draft": 64}, tags={"tcl+draft": tag})
     assert "tcl+draft" not in bench.tuned_models(run, "p", {**BUDGETS, "tcl+draft": 64}, tags={"tcl+draft": "-verify128"})
+    # ... nor for one drafting from 2048 (a row recording no population searched 512)
+    assert "tcl+draft" not in bench.tuned_models(run, "p", {**BUDGETS, "tcl+draft": 64},
+                                                 tags={"tcl+draft": "-population2048"})
     assert "tcl+draft [search 512x4, uncalibrated PSA]" in bench.tuned_models(
         run, "p", {**BUDGETS, "tcl+draft": 64}, tags={"tcl+draft": tag}, every_search=True)
     # a controller over each batch's own best (Moses's test) is another run than one over the best so far, which
