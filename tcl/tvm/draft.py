@@ -25,8 +25,8 @@ class DraftSettings:
     """`tune.draft` of params.yaml (`enabled` turns it on for every cost model; `+draft` for one)."""
 
     enabled: bool = False
-    population: int = 2048   # the search's population while drafting (PSA is cheap: explore more)
-    verify: int = 256        # candidates of each scoring call the learned model sees
+    population: int = 512    # the search's population while drafting (params.yaml says why these two)
+    verify: int = 64         # candidates of each scoring call the learned model sees
 
     def __post_init__(self):
         if self.verify < 1 or self.population < self.verify:
