@@ -655,17 +655,16 @@ def main() -> None:
     from tcl.tvm.draft import DraftSettings
     from tcl.tvm.online import OnlineSettings
     from tcl.tvm.psa import make_analyzer
-    from tcl.tvm.tuning import SearchSettings
+    from tcl.tvm.tuning import SearchSettings, recorded_settings
 
     draft = DraftSettings.from_params(params)
     psa_rates = asdict(make_analyzer(platform, params).knobs)
     controllers = {m: ControllerSettings.from_params(params).for_run(parse_cost_model(m).moses) for m in models}
     online = OnlineSettings.from_params(params)
-    drafted = {m: draft.for_run(parse_cost_model(m).draft) is not None for m in models}
-    tags = {m: search_tag({**asdict(SearchSettings.for_cost_model(params, m)), "psa": psa_rates,
-                           **({"controller": asdict(controllers[m])} if controllers[m] else {}),
-                           **({"draft_verify": draft.verify, "population": draft.population} if drafted[m] else {}),
-                           **online.recorded(parse_cost_model(m).adaptation)}, drafted[m]) for m in models}
+    drafts = {m: draft.for_run(parse_cost_model(m).draft) for m in models}
+    tags = {m: search_tag(recorded_settings(SearchSettings.for_cost_model(params, m), drafts[m], psa_rates,
+                                            controllers[m], online.recorded(parse_cost_model(m).adaptation)),
+                          drafts[m] is not None) for m in models}
     bundles = {base: p["bundle_dir"] for base, p in pins.items()}
     digests = {m: run_digests(parse_cost_model(m).members, pins) for m in models
                if all(b in pins for b in parse_cost_model(m).members)}

@@ -145,6 +145,22 @@ class SearchSettings:
         return SettlingSearch(search, controller, ledger)
 
 
+def recorded_settings(search: SearchSettings, draft=None, psa: dict | None = None, controller=None,
+                      online: dict | None = None) -> dict[str, Any]:
+    """The settings a tuning run records beside its result, from the ones it tunes with: the search in force
+    (a drafting run searches the draft's population), with `draft`'s verify count and PSA's rates `psa`, the
+    `controller`'s settings and the online adapter's `online` record where each is on. One place, so that
+    benchmarks/bench_tune.py, which tells runs apart by these, expects what a run records."""
+    if draft is not None:
+        search = dataclasses.replace(search, population=draft.population)
+    settings = dataclasses.asdict(search)
+    if draft is not None:
+        settings.update(draft_verify=draft.verify, psa=psa)
+    if controller is not None:
+        settings["controller"] = dataclasses.asdict(controller)
+    return settings | (online or {})
+
+
 def tune_contexts(relax_mod, platform, work_dir: str | Path, seed: int, search: SearchSettings | None = None,
                   network: str = "network", controller=None, ledger=None) -> tuple[list, list[float]]:
     """One TuneContext per task of `relax_mod` on the platform's target (with `search`'s strategy) and the
@@ -222,14 +238,9 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     if draft is not None:
         search = dataclasses.replace(search or SearchSettings(), population=draft.population)
         cost_model = drafted = DraftThenVerify(cost_model, make_analyzer(platform, params), draft.verify)
-    settings = dataclasses.asdict(search or SearchSettings())
-    if draft is not None:
-        settings["draft_verify"] = draft.verify
-        settings["psa"] = dataclasses.asdict(cost_model.analyzer.knobs)
-    if controller is not None:
-        settings["controller"] = dataclasses.asdict(controller)
-    if adapter is not None:
-        settings.update(adapter.settings.recorded(adapter.name))
+    settings = recorded_settings(search or SearchSettings(), draft, dataclasses.asdict(cost_model.analyzer.knobs)
+                                 if draft is not None else None, controller,
+                                 adapter.settings.recorded(adapter.name) if adapter is not None else None)
     ledger = TaskLedger()
     contexts, weights = tune_contexts(relax_mod, platform, work_dir, seed, search, network, controller, ledger)
     first_batch = min((search and search.first_batch) or num_trials_per_iter, num_trials_per_iter)
