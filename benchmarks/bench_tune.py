@@ -446,6 +446,56 @@ def modifier_notes(curves: dict[str, dict[int, dict[str, list]]]) -> list[str]:
             + "; ".join(notes) + "."] if notes else []
 
 
+def draft_range_table(seed_tables: dict[str, dict[int, list[dict[str, Any]]]], curves: dict[str, dict[int, dict]],
+                      budget: int) -> str:
+    """The draft issue's test, run by run: a drafted run's best estimate after a third, half, two thirds and five
+    sixths of the budget and at its end, against the same model's verify-only runs over their seeds. A drafted
+    estimate at or below verify-only's worst seed at that trial count is within its seed spread; above it, the
+    table says by how much. '' where no drafted run has verify-only runs of two seeds beside it."""
+    from tcl.tvm.curve import CurvePoint
+
+    marks = [budget * k // 6 + 1 for k in (2, 3, 4, 5)]
+
+    def estimates(points: list) -> list[float]:
+        return [estimate_at(points, m) for m in marks] + [curve_final([CurvePoint(*p) for p in points])]
+
+    head = ["network", "run", "seed", *(f"at {m}" for m in marks), "final", "within verify-only's spread",
+            "cost-model share (PSA)"]
+    lines = []
+    for network, seeds in curves.items():
+        names = dict.fromkeys(name for runs in seeds.values() for name in runs)
+        for name in names:
+            model, _, search = name.partition(" [")
+            parts = model.split("+")
+            if "draft" not in parts[1:]:
+                continue
+            plain = "+".join(p for p in parts if p != "draft")
+            verify_only = {seed: estimates(runs[plain]) for seed, runs in sorted(seeds.items()) if plain in runs}
+            if len(verify_only) < 2:
+                continue
+            columns = [[v for v in c if math.isfinite(v)] for c in zip(*verify_only.values())]
+            worst = [max(c, default=math.nan) for c in columns]
+            best = [min(c, default=math.nan) for c in columns]
+            lines.append("| " + " | ".join([network, f"{plain}, verify-only (range over seeds "
+                                            f"{', '.join(map(str, verify_only))})", "-",
+                                            *(f"{lo:.4g} - {hi:.4g}" for lo, hi in zip(best, worst)), "-", "-"]) + " |")
+            for seed, runs in sorted(seeds.items()):
+                if name not in runs:
+                    continue
+                mine = estimates(runs[name])
+                cells = [f"{v:.4g}" + ("" if v <= hi or not math.isfinite(v * hi) else f" (+{v / hi - 1:.1%})")
+                         for v, hi in zip(mine, worst)]
+                inside = sum(v <= hi for v, hi in zip(mine, worst))
+                row = next((r for r in seed_tables[network][seed] if r["cost_model"] == name), {})
+                share = ("-" if row.get("cost_model_share") is None else f"{row['cost_model_share']:.3f}"
+                         + (f" ({row['draft_share']:.3f})" if row.get("draft_share") is not None else ""))
+                lines.append("| " + " | ".join([network, name, str(seed), *cells,
+                                                f"{inside} of {len(mine)} trial counts", share]) + " |")
+    if not lines:
+        return ""
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *lines]) + "\n"
+
+
 def controller_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]]) -> list[str]:
     """The tasks Moses's controller ended in each run that recorded them (stop 55 on), with their trials and
     their share of the run's final estimate: a heavy task ended early is where a controller loses."""
@@ -721,6 +771,9 @@ def main() -> None:
              + controller_notes(seed_tables) + task_notes(seed_tables, baseline) + fixed_program_notes(seed_tables))
     text = (render(summary, baseline, seeds, budgets, retimed=retimed, settings=notes) + f"- {provenance_line(prov)}\n"
             + "\n## Each run\n\n" + per_seed_table(seed_tables, network_curves, baseline, budgets[baseline]))
+    drafted = draft_range_table(seed_tables, network_curves, int(tune["trials"]))
+    if drafted:
+        text += "\n## Drafted runs against verify-only's seed spread\n\n" + drafted
     print(text)
     report_md, report_json = out / f"{args.report_name}.md", out / f"{args.report_name}.json"
     report_md.write_text(text)

@@ -370,3 +370,25 @@ def test_the_per_run_table_gives_each_seeds_estimates_and_when_it_reached_the_ba
     assert lines["xgb"] == "| net | 1 | xgb | 3 (16) | 3 / 2.5 | 2 | 48, 6 (1.00x, 1.00x) | - | 0.100 |"
     # the prior reaches xgb's final (2.0) at trial 16, 1.5 s: 3x fewer trials, 4x less time; xgb never its 1.8
     assert lines["prior"] == "| net | 1 | prior | 2.2 (12) | 1.9 / 1.9 | 1.8 | 16, 2 (3.00x, 4.00x) | never | 0.100 (0.050) |"
+
+
+def test_the_draft_table_flags_a_drafted_estimate_above_every_verify_only_seed(bench):
+    """Issue 26's test of the draft: at each trial count a drafted run's estimate against the worst of the same
+    model's verify-only seeds. Seed 0 stays at or below it everywhere; seed 1 is 10% above it after half the budget
+    (trial 7 of 12), and only there; a run without verify-only runs of two seeds gives no table."""
+    nan = float("nan")
+    verify_only = {0: [(4, 1.0, nan), (5, 2.0, 5.0), (7, 3.0, 4.0), (9, 4.0, 3.5), (11, 5.0, 3.0), (12, 6.0, 2.9)],
+                   1: [(4, 1.0, nan), (5, 2.0, 6.0), (7, 3.0, 5.0), (9, 4.0, 4.0), (11, 5.0, 3.2), (12, 6.0, 3.1)]}
+    drafted = {0: [(4, 0.5, nan), (5, 1.0, 4.8), (9, 2.0, 3.0), (12, 3.0, 2.8)],
+               1: [(4, 0.5, nan), (5, 1.0, 5.9), (7, 1.5, 5.5), (9, 2.0, 4.0), (11, 2.5, 3.1), (12, 3.0, 3.0)]}
+    curves = {"net": {s: {"tenset_mlp": verify_only[s], "tenset_mlp+draft": drafted[s]} for s in (0, 1)}}
+    tables = {"net": {s: [{"cost_model": "tenset_mlp+draft", "cost_model_share": 0.09, "draft_share": 0.05}]
+                      for s in (0, 1)}}
+    text = bench.draft_range_table(tables, curves, 12)
+    lines = text.splitlines()
+    assert lines[0].startswith("| network | run | seed | at 5 | at 7 | at 9 | at 11 | final |")
+    assert lines[2] == "| net | tenset_mlp, verify-only (range over seeds 0, 1) | - | 5 - 6 | 4 - 5 | 3.5 - 4 | 3 - 3.2 | 2.9 - 3.1 | - | - |"
+    assert lines[3] == "| net | tenset_mlp+draft | 0 | 4.8 | 4.8 | 3 | 3 | 2.8 | 5 of 5 trial counts | 0.090 (0.050) |"
+    assert lines[4] == "| net | tenset_mlp+draft | 1 | 5.9 | 5.5 (+10.0%) | 4 | 3.1 | 3 | 4 of 5 trial counts | 0.090 (0.050) |"
+    one_seed = {"net": {0: curves["net"][0]}}
+    assert bench.draft_range_table(tables, one_seed, 12) == ""
