@@ -463,13 +463,12 @@ def draft_range_table(seed_tables: dict[str, dict[int, list[dict[str, Any]]]], c
             "cost-model share (PSA)"]
     lines = []
     for network, seeds in curves.items():
-        names = dict.fromkeys(name for runs in seeds.values() for name in runs)
-        for name in names:
-            model, _, search = name.partition(" [")
-            parts = model.split("+")
-            if "draft" not in parts[1:]:
-                continue
-            plain = "+".join(p for p in parts if p != "draft")
+        drafted: dict[str, list[str]] = {}  # the verify-only model -> its drafted runs' names
+        for name in dict.fromkeys(name for runs in seeds.values() for name in runs):
+            parts = name.partition(" [")[0].split("+")
+            if "draft" in parts[1:]:
+                drafted.setdefault("+".join(p for p in parts if p != "draft"), []).append(name)
+        for plain, names in drafted.items():
             verify_only = {seed: estimates(runs[plain]) for seed, runs in sorted(seeds.items()) if plain in runs}
             if len(verify_only) < 2:
                 continue
@@ -479,18 +478,17 @@ def draft_range_table(seed_tables: dict[str, dict[int, list[dict[str, Any]]]], c
             lines.append("| " + " | ".join([network, f"{plain}, verify-only (range over seeds "
                                             f"{', '.join(map(str, verify_only))})", "-",
                                             *(f"{lo:.4g} - {hi:.4g}" for lo, hi in zip(best, worst)), "-", "-"]) + " |")
-            for seed, runs in sorted(seeds.items()):
-                if name not in runs:
-                    continue
-                mine = estimates(runs[name])
-                cells = [f"{v:.4g}" + ("" if v <= hi or not math.isfinite(v * hi) else f" (+{v / hi - 1:.1%})")
-                         for v, hi in zip(mine, worst)]
-                inside = sum(v <= hi for v, hi in zip(mine, worst))
-                row = next((r for r in seed_tables[network][seed] if r["cost_model"] == name), {})
-                share = ("-" if row.get("cost_model_share") is None else f"{row['cost_model_share']:.3f}"
-                         + (f" ({row['draft_share']:.3f})" if row.get("draft_share") is not None else ""))
-                lines.append("| " + " | ".join([network, name, str(seed), *cells,
-                                                f"{inside} of {len(mine)} trial counts", share]) + " |")
+            for name in names:
+                for seed, runs in sorted(seeds.items()):
+                    if name not in runs:
+                        continue
+                    mine = estimates(runs[name])
+                    cells = [f"{v:.4g}" + ("" if v <= hi or not math.isfinite(v * hi) else f" (+{v / hi - 1:.1%})")
+                             for v, hi in zip(mine, worst)]
+                    inside = sum(v <= hi for v, hi in zip(mine, worst))
+                    row = next((r for r in seed_tables[network][seed] if r["cost_model"] == name), {})
+                    lines.append("| " + " | ".join([network, name, str(seed), *cells,
+                                                    f"{inside} of {len(mine)} trial counts", share_cell(row)]) + " |")
     if not lines:
         return ""
     return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *lines]) + "\n"
@@ -558,6 +556,13 @@ def fixed_program_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]])
             "(a gap there is not the cost model's): " + "; ".join(notes) + "."] if notes else []
 
 
+def share_cell(row: dict[str, Any]) -> str:
+    """A run's cost-model share of the wall time, with PSA's part of it for a drafted run."""
+    if row.get("cost_model_share") is None:
+        return "-"
+    return f"{row['cost_model_share']:.3f}" + (f" ({row['draft_share']:.3f})" if row.get("draft_share") is not None else "")
+
+
 def estimate_at(points: list, trial: int) -> float:
     """A curve's best network estimate within the first `trial` trials (NaN before its first estimate)."""
     found = [ms for t, _, ms in points if t <= trial and math.isfinite(ms)]
@@ -587,12 +592,10 @@ def per_seed_table(seed_tables: dict[str, dict[int, list[dict[str, Any]]]], curv
                            f"({row[f'trial_factor_vs_{baseline}']:.2f}x, {row[f'time_factor_vs_{baseline}']:.2f}x)"
                            if reach else "never")
                 match = row.get(f"{baseline}_trials_to_match")
-                share = ("-" if row.get("cost_model_share") is None else f"{row['cost_model_share']:.3f}"
-                         + (f" ({row['draft_share']:.3f})" if row.get("draft_share") is not None else ""))
                 lines.append("| " + " | ".join([
                     network, str(seed), model, f"{first[1]:.4g} ({first[0]})" if first else "-",
                     " / ".join(f"{estimate_at(points, m):.4g}" for m in marks), f"{curve_final([CurvePoint(*p) for p in points]):.4g}",
-                    reached, "-" if model == baseline else (str(match) if match else "never"), share]) + " |")
+                    reached, "-" if model == baseline else (str(match) if match else "never"), share_cell(row)]) + " |")
     return "\n".join(lines) + "\n"
 
 
