@@ -9,7 +9,9 @@ latency estimate (and in how many seeds it was reached at all), the baseline's t
 seconds to reach the model's final estimate, the final estimate, the cost model's share of
 tuning time, the tuned network's latency and its speed-up over PyTorch eager on the same
 CPU. Curves (mean best latency vs trials and vs seconds, one band per model) are saved as
-PNG, logged to MLflow and declared as DVC plots.
+PNG, logged to MLflow and declared as DVC plots. A drafted run (`+draft`) is also set against
+the same model's verify-only runs: its best estimate at five trial counts against their range
+over the seeds (Pruner's draft must keep the curve within verify-only's seed spread).
 
     python benchmarks/bench_tune.py --networks resnet50 mobilenet_v2 --image-size 224 \\
         --trials 256 --baseline-trials 768 --seeds 0 1 2 --models xgb random tcl tlp tenset_mlp
@@ -396,6 +398,8 @@ def search_notes(seed_tables: dict[str, dict[int, list[dict[str, Any]]]]) -> lis
                 text = f"population {found['population']}, {found['genetic_iters']} generations"
                 if "draft_verify" in found:
                     text += f", PSA drafts and the model verifies {found['draft_verify']}"
+                if found.get("max_sketch_share", 1.0) < 1.0:
+                    text += f", a sketch at most {found['max_sketch_share']:g} of a batch"
                 if "controller" in found:
                     c = found["controller"]
                     text += (f", controller window {c['window']} cv < {c['cv_threshold']} of the "

@@ -261,15 +261,17 @@ def test_the_report_names_each_models_recorded_search_settings(bench):
               "mutate_prob": 0.85}
     rows = [{**_row("xgb", 1.0, 65), "search": search},
             {**_row("tenset_mlp+draft", 1.0, 65), "search": {**search, "draft_verify": 64}},
+            {**_row("tcl+draft", 1.0, 65), "search": {**search, "draft_verify": 64, "max_sketch_share": 0.25}},
             {**_row("tenset_mlp+moses", 1.0, 65), "search": {**search, "controller": {
                 "enabled": True, "window": 4, "cv_threshold": 0.01, "scale_window": True}}},
             _row("tcl", 1.0, 65)]  # a run from before the settings were recorded
     (note,) = bench.search_notes({"net": {0: rows}})
     assert "xgb: population 512, 4 generations;" in note
-    assert "tenset_mlp+draft: population 512, 4 generations, PSA drafts and the model verifies 64" in note
+    assert "tenset_mlp+draft: population 512, 4 generations, PSA drafts and the model verifies 64;" in note
+    assert "tcl+draft: population 512, 4 generations, PSA drafts and the model verifies 64, a sketch at most 0.25 of a batch" in note
     assert ("tenset_mlp+moses: population 512, 4 generations, controller window 4 cv < 0.01 of the best so far "
             "(window scaled by the task's share of the estimate)") in note
-    assert "tcl:" not in note
+    assert "tcl: " not in note
     assert bench.search_notes({"net": {0: [_row("tcl", 1.0, 65)]}}) == []
 
 

@@ -120,6 +120,23 @@ def test_a_run_drafts_when_every_model_does_or_its_name_asks():
         DraftSettings.from_params({"tune": {"draft": {"verify": 0}}})
 
 
+def test_a_drafting_run_spreads_its_batches_over_sketches_as_the_draft_says():
+    """The draft's population and its spread replace the search's; a search that spreads tighter keeps its own,
+    and the run records what it searched with (bench_tune tells runs apart by it)."""
+    from tcl.tvm.draft import DraftSettings
+    from tcl.tvm.tuning import SearchSettings, recorded_settings
+
+    draft = DraftSettings(population=256, verify=32, max_sketch_share=0.25)
+    search = draft.search(SearchSettings())
+    assert (search.population, search.max_sketch_share) == (256, 0.25)
+    assert draft.search(SearchSettings(max_sketch_share=0.125)).max_sketch_share == 0.125
+    assert DraftSettings(max_sketch_share=1.0).search(SearchSettings()).max_sketch_share == 1.0
+    recorded = recorded_settings(SearchSettings(), draft, psa={})
+    assert (recorded["population"], recorded["max_sketch_share"], recorded["draft_verify"]) == (256, 0.25, 32)
+    with pytest.raises(ValueError, match=r"tune\.draft\.max_sketch_share"):
+        DraftSettings.from_params({"tune": {"draft": {"max_sketch_share": 0}}})
+
+
 def _tune(tiny_cnn, host_platform, measurer, tmp_path, cost_model, name, trials, **kw):
     from tcl.tvm.tuning import SearchSettings, tune_network
 

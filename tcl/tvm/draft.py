@@ -9,6 +9,7 @@ cost model works inside: a registered one adapting online, TVM's XGB, the random
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -27,11 +28,15 @@ class DraftSettings:
     enabled: bool = False
     population: int = 512    # the search's population while drafting (params.yaml says why these two)
     verify: int = 64         # candidates of each scoring call the learned model sees
+    max_sketch_share: float = 0.25  # most of a drafted batch one sketch takes (tcl/tvm/spread.py; params.yaml: why)
 
     def __post_init__(self):
         if self.verify < 1 or self.population < self.verify:
             raise ValueError(f"params.yaml tune.draft: need 1 <= verify <= population, got verify={self.verify}, "
                              f"population={self.population}")
+        if not 0 < self.max_sketch_share <= 1:
+            raise ValueError(f"params.yaml tune.draft.max_sketch_share: need a share in (0, 1], "
+                             f"got {self.max_sketch_share}")
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "DraftSettings":
@@ -40,6 +45,14 @@ class DraftSettings:
     def for_run(self, draft: bool) -> "DraftSettings | None":
         """The settings a run drafts with: on for every model (`enabled`) or for one by its +draft, else None."""
         return self if (self.enabled or draft) else None
+
+    def search(self, search):
+        """The search a drafting run does (a tcl.tvm.tuning.SearchSettings): the draft's population, and batches
+        spread over sketches at most `max_sketch_share` each, or tighter where the search itself asks for that.
+        PSA's draft narrows the sketches a task's batches come from, and a model learning from the task's
+        measurements then never sees the others (docs/results.md, stops 63 and 79)."""
+        return dataclasses.replace(search, population=self.population,
+                                   max_sketch_share=min(search.max_sketch_share, self.max_sketch_share))
 
 
 @derived_object

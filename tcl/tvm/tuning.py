@@ -148,11 +148,12 @@ class SearchSettings:
 def recorded_settings(search: SearchSettings, draft=None, psa: dict | None = None, controller=None,
                       online: dict | None = None) -> dict[str, Any]:
     """The settings a tuning run records beside its result, from the ones it tunes with: the search in force
-    (a drafting run searches the draft's population), with `draft`'s verify count and PSA's rates `psa`, the
-    `controller`'s settings and the online adapter's `online` record where each is on. One place, so that
-    benchmarks/bench_tune.py, which tells runs apart by these, expects what a run records."""
+    (a drafting run searches as the draft says: its population, its spread over sketches), with `draft`'s
+    verify count and PSA's rates `psa`, the `controller`'s settings and the online adapter's `online` record
+    where each is on. One place, so that benchmarks/bench_tune.py, which tells runs apart by these, expects
+    what a run records."""
     if draft is not None:
-        search = dataclasses.replace(search, population=draft.population)
+        search = draft.search(search)
     settings = dataclasses.asdict(search)
     if draft is not None:
         settings.update(draft_verify=draft.verify, psa=psa)
@@ -236,7 +237,7 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
         cost_model = guarded = GuardedCostModel(cost_model, fallback, guard, op_types, handoff=spec.handoff)
     draft, drafted = (draft or DraftSettings()).for_run(spec.draft), None
     if draft is not None:
-        search = dataclasses.replace(search or SearchSettings(), population=draft.population)
+        search = draft.search(search or SearchSettings())
         cost_model = drafted = DraftThenVerify(cost_model, make_analyzer(platform, params), draft.verify)
     settings = recorded_settings(search or SearchSettings(), draft, dataclasses.asdict(cost_model.analyzer.knobs)
                                  if draft is not None else None, controller,
