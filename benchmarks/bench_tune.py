@@ -719,9 +719,10 @@ def main() -> None:
     controllers = {m: ControllerSettings.from_params(params).for_run(parse_cost_model(m).moses) for m in models}
     online = OnlineSettings.from_params(params)
     drafts = {m: draft.for_run(parse_cost_model(m).draft) for m in models}
-    tags = {m: search_tag(recorded_settings(SearchSettings.for_cost_model(params, m), drafts[m], psa_rates,
-                                            controllers[m], online.recorded(parse_cost_model(m).adaptation)),
-                          drafts[m] is not None) for m in models}
+    # the tag each run will record, read as a finished run's row is read (row_search_tag)
+    tags = {m: row_search_tag({"search": recorded_settings(
+        SearchSettings.for_cost_model(params, m), drafts[m], psa_rates, controllers[m],
+        online.recorded(parse_cost_model(m).adaptation))}) for m in models}
     bundles = {base: p["bundle_dir"] for base, p in pins.items()}
     digests = {m: run_digests(parse_cost_model(m).members, pins) for m in models
                if all(b in pins for b in parse_cost_model(m).members)}
