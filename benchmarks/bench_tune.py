@@ -23,7 +23,9 @@ later seed, in this session or another, tunes with those files. Pick networks th
 (params.yaml `split.holdout_networks`). Writes <out>/summary.{json,md}, <out>/<network>.png
 and, per network, seed and model, <out>/<network>/seed<k>/<model>/ (the run's table and curves.csv,
 its database and compiled library). A rerun with the same trials keeps every (seed, model) already
-tuned: stop it at any time and run it again, or add a model to an earlier run.
+tuned: stop it at any time and run it again, or add a model to an earlier run (which runs are kept, and what
+a run's directory is called: benchmarks/_tune_runs.py; the report's tables, notes and curves:
+benchmarks/_tune_report.py).
 """
 
 from __future__ import annotations
