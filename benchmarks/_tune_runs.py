@@ -1,9 +1,11 @@
 """Finished runs of the tuning benchmark (benchmarks/bench_tune.py): what a run's directory and report row are
 called, from the search settings it recorded, and which runs a rerun keeps instead of tuning again.
 
-Every setting that changes what a run measures is part of its name (`search_tag`), so runs of one model with
-other settings sit side by side under <network>/seed<k>/ and a rerun never mistakes one for another; settings
-from before runs recorded them read as the values every run then used (the LEGACY_* constants).
+A run's trials per task per round and the search settings it recorded are part of its directory's name
+(`run_label`, `search_tag`), so runs of one model with other settings sit side by side under <network>/seed<k>/;
+its trial budget and the digest of the weights it tuned with are checked against its row (`tuned_models`), so a
+rerun never mistakes one run for another. Settings from before runs recorded them read as the values every run
+then used (the LEGACY_* constants).
 """
 
 from __future__ import annotations
