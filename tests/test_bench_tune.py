@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -396,3 +397,22 @@ def test_the_draft_table_flags_a_drafted_estimate_above_every_verify_only_seed()
     assert lines[4] == "| net | tenset_mlp+draft | 1 | 5.9 | 5.5 (+10.0%) | 4 | 3.1 | 3 | 4 of 5 trial counts | 0.090 (0.050) |"
     one_seed = {"net": {0: curves["net"][0]}}
     assert tune_report.draft_range_table(tables, one_seed, 12) == ""
+
+
+def test_a_held_out_family_takes_its_networks_other_tasks_and_shared_ones_but_nothing_else(tmp_path):
+    """The unseen-operator benchmark's model must not have seen any task of a network with the held-out
+    type (benchmarks/pin_without_family.py), at any input size, while other networks' tasks stay."""
+    from benchmarks.pin_without_family import family_tasks
+
+    tasks = [{"task_key": "conv", "op_type": "conv1d", "network": "m5@8000", "networks": {"m5@8000": 4}},
+             {"task_key": "pool", "op_type": "pool", "network": "m5@16000", "networks": {"m5@16000": 1}},
+             {"task_key": "dense", "op_type": "dense", "network": "bert_tiny@64",
+              "networks": {"bert_tiny@64": 2, "m5@8000": 1}},
+             {"task_key": "conv2d", "op_type": "conv2d", "network": "resnet18@224", "networks": {"resnet18@224": 1}},
+             {"task_key": "pool2", "op_type": "pool", "network": "resnet18@224"}]
+    path = tmp_path / "_tasks.jsonl"
+    path.write_text("\n".join(json.dumps(t) for t in tasks) + "\n")
+    held, family = family_tasks(path, {"conv1d"})
+    assert family == {"m5"}
+    assert held == {"conv", "pool", "dense"}
+    assert family_tasks(path, {"conv3d"}) == (set(), set())
