@@ -37,14 +37,24 @@ from tcl.train.loop import TrainConfig, model_hparams  # noqa: E402
 from tcl.tvm.pinned import pin_bundle  # noqa: E402
 
 
-def family_tasks(tasks_jsonl: Path, op_types: set[str]) -> tuple[set[str], set[str]]:
-    """(task keys to hold out, the networks they come from): every task of a held-out operator type and
-    every task of a network (any input size) that has one."""
-    tasks = [json.loads(line) for line in tasks_jsonl.read_text().splitlines() if line.strip()]
-    family = {n.split("@")[0] for t in tasks if t["op_type"] in op_types for n in (t.get("networks") or {t["network"]: 1})}
-    held = {t["task_key"] for t in tasks
-            if t["op_type"] in op_types or any(n.split("@")[0] in family for n in (t.get("networks") or {t["network"]: 1}))}
-    return held, family
+def _family(network: str) -> str:
+    return network.split("@")[0]
+
+
+def family_mask(split: dict[str, np.ndarray], tasks: list[dict], op_types: set[str]) -> tuple[np.ndarray, set[str]]:
+    """(rows to hold out, the networks they come from): every program of a held-out operator type and of any
+    network (any input size) that has one. A task is read from the platform's task list (`tasks`, which knows
+    every network a shared task is in) and from the split's own columns (a tuning run's tasks, ingested from
+    another store, are in the split and not in the list)."""
+    def networks(task: dict) -> list[str]:
+        return list(task.get("networks") or {task["network"]: 1})
+
+    family = {_family(n) for t in tasks if t["op_type"] in op_types for n in networks(t)}
+    family |= {_family(n) for n, op in zip(split["network"].tolist(), split["op_type"].tolist()) if op in op_types}
+    shared = [t["task_key"] for t in tasks if any(_family(n) in family for n in networks(t))]
+    mask = (np.isin(split["op_type"], sorted(op_types)) | np.isin(split["task_key"], shared)
+            | np.isin([_family(n) for n in split["network"].tolist()], sorted(family)))
+    return mask, family
 
 
 def keep_rows(split: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
@@ -63,14 +73,15 @@ def main() -> None:
     params = load_params(args.params)
     platform = get_platform(params, args.platform)
     features_dir = Path("data/features") / platform.name
-    held, family = family_tasks(Path("data/records") / f"platform={platform.name}" / "_tasks.jsonl", set(args.op_types))
-    splits = {s: load_split(features_dir, s) for s in ("train", "validation")}
-    train_all = splits["train"]
-    in_family = np.isin(train_all["task_key"], sorted(held))
-    print(f"holding out {len(held)} tasks ({', '.join(args.op_types)} and every task of {sorted(family)}): "
-          f"{int(in_family.sum())} of {len(in_family)} training programs")
+    listed = Path("data/records") / f"platform={platform.name}" / "_tasks.jsonl"
+    tasks = [json.loads(line) for line in listed.read_text().splitlines() if line.strip()]
+    train_all, validation = (load_split(features_dir, s) for s in ("train", "validation"))
+    in_family, family = family_mask(train_all, tasks, set(args.op_types))
+    print(f"holding out {', '.join(args.op_types)} and every task of {sorted(family)}: "
+          f"{len(np.unique(train_all['task_key'][in_family]))} tasks, {int(in_family.sum())} of {len(in_family)} "
+          "training programs")
     splits = {"train": keep_rows(train_all, ~in_family), "family": keep_rows(train_all, in_family),
-              "validation": keep_rows(splits["validation"], ~np.isin(splits["validation"]["task_key"], sorted(held)))}
+              "validation": keep_rows(validation, ~family_mask(validation, tasks, set(args.op_types))[0])}
 
     def train():
         inputs, featurizer = model_inputs(args.model, platform.name, params, features_dir, splits)
