@@ -27,7 +27,7 @@ from flows import _tvm_first  # noqa: E402,F401  (before MLflow: see flows/_tvm_
 from tcl.config import load_params  # noqa: E402
 from tcl.data.card import dvc_data_version  # noqa: E402
 from tcl.features.dataset import load_split  # noqa: E402
-from tcl.models import build_model  # noqa: E402
+from tcl.models import MODELS, build_model  # noqa: E402
 from tcl.models.base import predict  # noqa: E402
 from tcl.models.bundle import ModelBundle, op_type_tasks  # noqa: E402
 from tcl.platforms import get_platform  # noqa: E402
@@ -69,6 +69,9 @@ def main() -> None:
     ap.add_argument("--out", required=True, help="<pin dir>/<model as bench_tune names it>")
     ap.add_argument("--params", default="params.yaml")
     args = ap.parse_args()
+    if args.model not in MODELS or getattr(MODELS[args.model], "trains_by_gradient", True):
+        raise SystemExit(f"--model {args.model}: only tree models (one fit, no epochs) are trained here; "
+                         f"{sorted(m for m in MODELS if not getattr(MODELS[m], 'trains_by_gradient', True))}")
 
     params = load_params(args.params)
     platform = get_platform(params, args.platform)
@@ -89,8 +92,6 @@ def main() -> None:
         tcfg = TrainConfig.from_params(params, args.model)
         model = build_model(args.model, feat_dim=cols, seq_len=rows, seed=tcfg.seed, **model_hparams(params, args.model))
         fit_data = inputs["train"]
-        if getattr(model, "trains_by_gradient", True):
-            raise SystemExit(f"--model {args.model}: only tree models (one fit, no epochs) are trained here")
         model.fit_ranker(fit_data["x"], fit_data["label"], fit_data["group"], seed=tcfg.seed, threads=tcfg.threads)
         settings = EvalSettings.from_params(params)
         for name in ("validation", "family"):
@@ -105,7 +106,7 @@ def main() -> None:
                         "data_version": dvc_data_version(Path("dvc.lock")),
                         "why": f"trained without {', '.join(args.op_types)} and the networks {sorted(family)}"}
 
-    pin = pin_bundle(args.out, train)
+    pin = pin_bundle(args.out, train)  # a bundle pinned there already is kept, not trained again
     print(f"pinned {pin['bundle_dir']} (sha256 {pin['sha256'][:12]})")
 
 
