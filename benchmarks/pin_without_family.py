@@ -15,7 +15,6 @@ it was trained on, so the guard knows the held-out type is new to it.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -26,6 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from flows import _tvm_first  # noqa: E402,F401  (before MLflow: see flows/_tvm_first.py)
 from tcl.config import load_params  # noqa: E402
 from tcl.data.card import dvc_data_version  # noqa: E402
+from tcl.data.splits import normalize_network  # noqa: E402
+from tcl.data.store import RecordStore  # noqa: E402
 from tcl.features.dataset import load_split  # noqa: E402
 from tcl.models import MODELS, build_model  # noqa: E402
 from tcl.models.base import predict  # noqa: E402
@@ -37,10 +38,6 @@ from tcl.train.loop import TrainConfig, model_hparams  # noqa: E402
 from tcl.tvm.pinned import pin_bundle  # noqa: E402
 
 
-def _family(network: str) -> str:
-    return network.split("@")[0]
-
-
 def family_mask(split: dict[str, np.ndarray], tasks: list[dict], op_types: set[str]) -> tuple[np.ndarray, set[str]]:
     """(rows to hold out, the networks they come from): every program of a held-out operator type and of any
     network (any input size) that has one. A task is read from the platform's task list (`tasks`, which knows
@@ -49,11 +46,12 @@ def family_mask(split: dict[str, np.ndarray], tasks: list[dict], op_types: set[s
     def networks(task: dict) -> list[str]:
         return list(task.get("networks") or {task["network"]: 1})
 
-    family = {_family(n) for t in tasks if t["op_type"] in op_types for n in networks(t)}
-    family |= {_family(n) for n, op in zip(split["network"].tolist(), split["op_type"].tolist()) if op in op_types}
-    shared = [t["task_key"] for t in tasks if any(_family(n) in family for n in networks(t))]
+    family = {normalize_network(n) for t in tasks if t["op_type"] in op_types for n in networks(t)}
+    family |= {normalize_network(n) for n, op in zip(split["network"].tolist(), split["op_type"].tolist())
+               if op in op_types}
+    shared = [t["task_key"] for t in tasks if any(normalize_network(n) in family for n in networks(t))]
     mask = (np.isin(split["op_type"], sorted(op_types)) | np.isin(split["task_key"], shared)
-            | np.isin([_family(n) for n in split["network"].tolist()], sorted(family)))
+            | np.isin([normalize_network(n) for n in split["network"].tolist()], sorted(family)))
     return mask, family
 
 
@@ -69,15 +67,14 @@ def main() -> None:
     ap.add_argument("--out", required=True, help="<pin dir>/<model as bench_tune names it>")
     ap.add_argument("--params", default="params.yaml")
     args = ap.parse_args()
-    if args.model not in MODELS or getattr(MODELS[args.model], "trains_by_gradient", True):
-        raise SystemExit(f"--model {args.model}: only tree models (one fit, no epochs) are trained here; "
-                         f"{sorted(m for m in MODELS if not getattr(MODELS[m], 'trains_by_gradient', True))}")
+    trees = sorted(m for m, cls in MODELS.items() if not getattr(cls, "trains_by_gradient", True))
+    if args.model not in trees:
+        raise SystemExit(f"--model {args.model}: only tree models (one fit, no epochs) are trained here: {trees}")
 
     params = load_params(args.params)
     platform = get_platform(params, args.platform)
     features_dir = Path("data/features") / platform.name
-    listed = Path("data/records") / f"platform={platform.name}" / "_tasks.jsonl"
-    tasks = [json.loads(line) for line in listed.read_text().splitlines() if line.strip()]
+    tasks = RecordStore("data/records").tasks(platform.name)
     train_all, validation = (load_split(features_dir, s) for s in ("train", "validation"))
     in_family, family = family_mask(train_all, tasks, set(args.op_types))
     print(f"holding out {', '.join(args.op_types)} and every task of {sorted(family)}: "
