@@ -34,7 +34,8 @@ from benchmarks.bench_psa import draft_share_of, figures, loop_nests, ranking_sp
 REPORT = "reports/psa"
 # log-uniform ranges of each rate; vector_registers is picked from its two x86-64 values, line_bytes is fixed
 RANGES = {"ops_per_cycle": (0.5, 8.0), "l1_loads_per_cycle": (0.5, 4.0), "l2_bytes_per_cycle": (8.0, 128.0),
-          "l3_bytes_per_cycle": (4.0, 64.0), "dram_gbs_per_core": (5.0, 100.0), "loop_overhead_cycles": (0.1, 10.0)}
+          "l3_bytes_per_cycle": (4.0, 64.0), "dram_gbs_per_core": (5.0, 100.0), "loop_overhead_cycles": (0.1, 10.0),
+          "llvm_unroll_body": (20.0, 2000.0)}
 
 
 def scored_split(platform_name: str, params, records: Path, splits: tuple[str, ...]):

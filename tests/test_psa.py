@@ -14,9 +14,10 @@ import pytest
 from conftest import toy_matmul_task
 
 
-def _matmul(n: int, tile: int, vector: int = 0, parallel: bool = False):
+def _matmul(n: int, tile: int, vector: int = 0, parallel: bool = False, inner: str = "j"):
     """An n^3 matmul tiled (i0, j0, k0, i1, k1, j1) by `tile`, its innermost j split by `vector` and vectorized,
-    i0 run in parallel if `parallel`."""
+    i0 run in parallel if `parallel`. `inner` names the innermost tile loop: "i" walks down a column of C (neither
+    the schedule nor LLVM can vectorize it), "k" is the reduction with j1 around it."""
     import tvm
 
     sch = tvm.s_tir.Schedule(toy_matmul_task(n).mod)
@@ -24,7 +25,7 @@ def _matmul(n: int, tile: int, vector: int = 0, parallel: bool = False):
     i0, i1 = sch.split(i, [None, tile])
     j0, j1 = sch.split(j, [None, tile])
     k0, k1 = sch.split(k, [None, tile])
-    sch.reorder(i0, j0, k0, i1, k1, j1)
+    sch.reorder(i0, j0, k0, *{"j": (i1, k1, j1), "i": (j1, k1, i1), "k": (i1, j1, k1)}[inner])
     if parallel:
         sch.parallel(i0)
     if vector:
@@ -85,11 +86,33 @@ def test_doubling_vector_lanes_speeds_up_a_vectorized_loop_only(params, host_pla
     from tcl.tvm.psa import loop_nest, make_analyzer
 
     sse, avx = (make_analyzer(_with_specs(host_platform, simd_bytes=b), params) for b in (16, 32))
-    vectorized, scalar = loop_nest(_matmul(64, 32, vector=16)), loop_nest(_matmul(64, 32))
+    vectorized, scalar = loop_nest(_matmul(64, 32, vector=16)), loop_nest(_matmul(64, 32, inner="i"))
     assert avx.estimate(vectorized).seconds < sse.estimate(vectorized).seconds
     assert avx.estimate(vectorized).compute_seconds == pytest.approx(sse.estimate(vectorized).compute_seconds / 2)
     assert avx.estimate(scalar).compute_seconds == pytest.approx(sse.estimate(scalar).compute_seconds)
     assert sse.estimate(vectorized).vector_efficiency == 1.0 and sse.estimate(scalar).vector_efficiency == 0.25
+
+
+def test_loops_llvm_vectorizes_itself_count_their_lanes(params, host_platform):
+    """Rolled loops still run on vector lanes when LLVM vectorizes them: the loop vectorizer takes a long
+    contiguous loop, the SLP vectorizer packs a short loop LLVM unrolled. A loop down a column gets one lane."""
+    from tcl.tvm.psa import loop_nest, make_analyzer
+
+    psa = make_analyzer(_with_specs(host_platform, simd_bytes=32), params)
+    rolled, unrolled = psa.estimate(loop_nest(_matmul(64, 64))), psa.estimate(loop_nest(_matmul(64, 16)))
+    column = psa.estimate(loop_nest(_matmul(64, 64, inner="i")))
+    scheduled = psa.estimate(loop_nest(_matmul(64, 64, vector=8)))
+    assert psa.knobs.llvm_unroll_body < 5 * 64 and 5 * 16 <= psa.knobs.llvm_unroll_body  # j1 rolled / unrolled
+    assert rolled.vector_efficiency > 0.9 and unrolled.vector_efficiency > 0.9 and column.vector_efficiency < 0.2
+    assert rolled.compute_seconds == pytest.approx(scheduled.compute_seconds)
+    assert column.compute_seconds > 4 * rolled.compute_seconds
+    # the reduction k1 innermost: LLVM unrolls it and vectorizes j1 around it; kept rolled, k1 is what the loop
+    # vectorizer meets, and C does not move along it
+    reduction = loop_nest(_matmul(64, 16, inner="k"))
+    assert psa.estimate(reduction).vector_efficiency > 0.9
+    tight = make_analyzer(_with_specs(host_platform, simd_bytes=32), params)
+    tight.knobs = dataclasses.replace(tight.knobs, llvm_unroll_body=0.0)
+    assert tight.estimate(reduction).vector_efficiency < 0.2
 
 
 def test_idle_cores_are_a_penalty(params, host_platform):
@@ -200,7 +223,7 @@ def test_statements_met_before_are_looked_up_and_estimate_as_if_new(params, host
     from tcl.tvm.psa import loop_nest, make_analyzer
 
     platform = _with_specs(host_platform, cores=4, threads=4)
-    programs = [_matmul(256, 16), _matmul(256, 16, parallel=True), _matmul(256, 32), _matmul(256, 16, vector=8),
+    programs = [_matmul(256, 16), _matmul(256, 16, parallel=True), _matmul(256, 32), _matmul(256, 16, inner="i"),
                 _matmul(256, 32), _matmul(128, 16)]
     alone = [make_analyzer(platform, params).estimate(loop_nest(m)) for m in programs]
     assert len({e.seconds for e in alone}) == 5  # the repeated program aside, every estimate differs
