@@ -79,6 +79,7 @@ class CpuAnalyzer(SymbolAnalyzer):
     def estimate(self, nest: LoopNest) -> Estimate:
         compute, flops, par_w, vec_w = 0.0, 0.0, 0.0, 0.0
         memory = [0.0] * len(self.levels)
+        rolled: set[int] = set()   # loops some statement keeps rolled (outside its unrolled tail)
         for stmt in nest.statements:
             key = statement_key(stmt, nest)
             terms = self._terms.get(key)
@@ -86,14 +87,15 @@ class CpuAnalyzer(SymbolAnalyzer):
                 if len(self._terms) >= _MAX_STATEMENTS:
                     self._terms.clear()
                 terms = self._terms[key] = self._statement_terms(stmt, nest)
-            seconds, moved, work, par, vec = terms
+            seconds, moved, work, par, vec, unrolled_from = terms
+            rolled.update(stmt.loops[:unrolled_from])
             compute += seconds
             for level, value in enumerate(moved):
                 memory[level] += value
             flops += work
             par_w += par
             vec_w += vec
-        overhead = self._loop_overhead(nest) / self.hz
+        overhead = self._loop_overhead(nest, rolled) / self.hz
         return Estimate(seconds=compute + sum(memory) + overhead, compute_seconds=compute,
                         memory_seconds={name: m for (name, *_), m in zip(self.levels, memory)},
                         overhead_seconds=overhead,
@@ -101,18 +103,20 @@ class CpuAnalyzer(SymbolAnalyzer):
                         vector_efficiency=vec_w / flops if flops else 1.0)
 
     def _statement_terms(self, stmt, nest: LoopNest) -> tuple:
-        """(compute seconds, seconds moving data into each level, work, its parallel and vector weights)."""
+        """(compute seconds, seconds moving data into each level, work, its parallel and vector weights, the
+        position of its unrolled tail)."""
         loops = [nest.loops[i] for i in stmt.loops]
         work = nest.iterations(stmt) * stmt.ops
         used = _used_cores(math.prod(lp.extent for lp in loops if lp.kind == PARALLEL), self.cores)
         lanes = max(1, self.simd // stmt.dtype_bytes)
-        inner = self._vector_loop(stmt, nest)
+        unrolled_from = self._unrolled_from(stmt, nest)
+        inner = self._vector_loop(stmt, nest, unrolled_from)
         speed = nest.loops[inner].extent / math.ceil(nest.loops[inner].extent / lanes) if inner is not None else 1.0
         tiles = StatementTiles(stmt, nest)
         moved = tuple(traffic(stmt, nest, capacity, unit, tiles) / (bandwidth * (used if per_core else 1.0))
                       for _, capacity, bandwidth, unit, per_core in self.levels)
         return (work / (self.hz * self.knobs.ops_per_cycle * speed * used), moved, work,
-                work * used / self.cores, work * speed / lanes)
+                work * used / self.cores, work * speed / lanes, unrolled_from)
 
     def _unrolled_from(self, stmt, nest: LoopNest) -> int:
         """Position of the statement's first loop of its fully unrolled tail: loops TVM unrolls (kind, pragma)
@@ -133,16 +137,16 @@ class CpuAnalyzer(SymbolAnalyzer):
         """TVM unrolls it: an unroll annotation, one iteration, or a pragma step covering the nest below."""
         return lp.kind == UNROLLED or lp.extent == 1 or 0 < trips <= lp.unroll_step
 
-    def _vector_loop(self, stmt, nest: LoopNest) -> int | None:
+    def _vector_loop(self, stmt, nest: LoopNest, pos: int) -> int | None:
         """The loop whose iterations share the vector lanes: an innermost loop the schedule vectorizes, else one
         LLVM vectorizes itself, in the order of its -O3 passes: the loop vectorizer takes the rolled serial loop
         around the unrolled tail, the SLP vectorizer packs the copies of an unrolled loop. Either needs the
-        store to run contiguously in the loop and affine accesses. None: the statement runs on one lane."""
+        store to run contiguously in the loop and affine accesses; `pos` is where the unrolled tail starts. None:
+        the statement runs on one lane."""
         if not stmt.loops:
             return None
         if nest.loops[stmt.loops[-1]].kind == VECTORIZED:
             return stmt.loops[-1]
-        pos = self._unrolled_from(stmt, nest)
         rolled = [stmt.loops[pos - 1]] if pos > 0 and nest.loops[stmt.loops[pos - 1]].kind == SERIAL else []
         store = next((a for a in stmt.accesses if a.buffer == stmt.store), None)
         for loop in rolled + list(reversed(stmt.loops[pos:])):
@@ -151,13 +155,11 @@ class CpuAnalyzer(SymbolAnalyzer):
                 return loop
         return None
 
-    def _loop_overhead(self, nest: LoopNest) -> float:
-        """Cycles spent running rolled loops (each loop counted once, however many statements it holds)."""
+    def _loop_overhead(self, nest: LoopNest, rolled: set[int]) -> float:
+        """Cycles spent running the `rolled` loops (each counted once, however many statements it holds)."""
         trips: dict[int, tuple[int, float]] = {}   # loop -> (iterations, cores sharing them)
         inner: dict[int, int] = {}                 # loop -> largest trip count of the nest below and at it
-        rolled: set[int] = set()                   # loops some statement keeps rolled
         for stmt in nest.statements:
-            rolled.update(stmt.loops[:self._unrolled_from(stmt, nest)])
             loops = [nest.loops[i] for i in stmt.loops]
             below = [1] * (len(loops) + 1)   # below[p]: trip count of the loops from position p inward
             for pos in range(len(loops) - 1, -1, -1):
