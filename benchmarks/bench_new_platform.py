@@ -109,12 +109,10 @@ def fit_xgb(params: dict, target, sources: list[str], programs: dict[str, dict],
 def save_fitted(model, train: dict, target, sources: list[str], directory: Path) -> None:
     """The fitted model as a bundle for the target platform (what `tune.bundles` pins)."""
     from tcl.features.per_store import PerStoreFeaturizer
-    from tcl.models.bundle import ModelBundle, op_type_tasks
+    from tcl.models.bundle import ModelBundle
 
-    meta = {"train_rows": int(len(train["x"])), "op_types": op_type_tasks(train), "fitted_on": sources,
-            "command": "python " + " ".join(sys.argv)}
-    ModelBundle("xgb", model, PerStoreFeaturizer(train["x"].shape[1]), target.name, list(target.spec_vector),
-                meta).save(directory)
+    ModelBundle.fitted("xgb", model, PerStoreFeaturizer(train["x"].shape[1]), target, train, fitted_on=sources,
+                       command="python " + " ".join(sys.argv)).save(directory)
     print(f"saved {directory}", flush=True)
 
 

@@ -30,7 +30,7 @@ from tcl.data.store import RecordStore  # noqa: E402
 from tcl.features.dataset import load_split  # noqa: E402
 from tcl.models import MODELS, build_model  # noqa: E402
 from tcl.models.base import predict  # noqa: E402
-from tcl.models.bundle import ModelBundle, op_type_tasks  # noqa: E402
+from tcl.models.bundle import ModelBundle  # noqa: E402
 from tcl.platforms import get_platform  # noqa: E402
 from tcl.train.evaluate import EvalSettings, ranking_metrics  # noqa: E402
 from tcl.train.inputs import model_inputs  # noqa: E402
@@ -94,10 +94,8 @@ def main() -> None:
         for name in ("validation", "family"):
             m = ranking_metrics(inputs[name], predict(model, inputs[name]["x"]), ks=(1,), settings=settings)
             print(f"{name}: top-1 {m['top1_ratio_of_sums']:.3f}, pairwise accuracy {m['pairwise_accuracy']:.3f}")
-        bundle = ModelBundle(model_name=args.model, model=model, featurizer=featurizer, platform=platform.name,
-                             spec_vector=platform.spec_vector,
-                             meta={"train_rows": int(len(fit_data["x"])), "op_types": op_type_tasks(fit_data),
-                                   "held_out": {"op_types": sorted(args.op_types), "networks": sorted(family)}})
+        bundle = ModelBundle.fitted(args.model, model, featurizer, platform, fit_data,
+                                    held_out={"op_types": sorted(args.op_types), "networks": sorted(family)})
         return bundle, {"uri": f"benchmarks/pin_without_family.py --op-types {' '.join(args.op_types)}",
                         "registered_model": "", "version": "", "trained_for": platform.name,
                         "data_version": dvc_data_version(Path("dvc.lock")),

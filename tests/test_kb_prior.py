@@ -115,4 +115,6 @@ def test_a_prior_is_fitted_on_its_isa_class_and_registered_behind_the_gate(measu
     assert version.tags["model"] == "xgb_kb" and int(version.tags["train_rows"]) == m["train_rows"]
     assert int(version.tags["eval.test_tasks"]) == 1   # toyC's task: the held-out evidence select.py weighs
     assert loaded.meta["fitted_on"] == ["twin-1c", "here-1c"] and loaded.model_name == "xgb"
+    # what the guard reads to tell familiar operators from new ones: both platforms' training tasks by op type
+    assert loaded.meta["train_rows"] == m["train_rows"] and sum(loaded.op_types.values()) >= 1
     assert np.isfinite(m["test_top1_mean_per_task"]) and np.isfinite(m["val_top1_mean_per_task"])

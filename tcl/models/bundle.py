@@ -43,6 +43,14 @@ class ModelBundle:
     spec_vector: list[float]
     meta: dict[str, Any]
 
+    @classmethod
+    def fitted(cls, model_name: str, model: torch.nn.Module, featurizer: Any, platform: Any,
+               train: dict[str, np.ndarray], **meta: Any) -> "ModelBundle":
+        """A model fitted on `train` for `platform` (a tcl.platforms.Platform); the meta keeps what the fit saw
+        (rows and training tasks per operator type: tuning tells familiar operators from new ones by it)."""
+        return cls(model_name, model, featurizer, platform.name, list(platform.spec_vector),
+                   {"train_rows": int(len(train["x"])), "op_types": op_type_tasks(train), **meta})
+
     def score_steps(self, steps_lists: Sequence, spec_vectors: Any = None) -> np.ndarray:
         """Scores (higher = faster) of schema step sequences, on this bundle's platform by default."""
         specs = spec_vectors if spec_vectors is not None else [self.spec_vector] * len(steps_lists)

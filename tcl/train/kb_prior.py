@@ -33,7 +33,7 @@ from ..data.store import atomic_write_bytes
 from ..features.dataset import featurize_platforms, load_split
 from ..features.per_store import PerStoreFeaturizer
 from ..models import build_model
-from ..models.bundle import ModelBundle, op_type_tasks
+from ..models.bundle import ModelBundle
 from ..platforms import Platform, load_platforms
 from ..tracking.names import kb_name
 from .evaluate import EvalSettings, per_network, per_task
@@ -107,9 +107,8 @@ def fit_kb_prior(params: dict[str, Any], target_name: str, out_dir: str | Path,
                         "platform_train_rows": int(len(own["train"]["x"]))})
         tracking.log_metrics({k: v for k, v in metrics.items() if np.isfinite(v)})
         metrics.update(evidence, train_rows=int(len(train["x"])), fitted_on=names)
-        bundle = ModelBundle(MODEL, model, PerStoreFeaturizer(train["x"].shape[1]), target.name, target.spec_vector,
-                             meta={"train_rows": int(len(train["x"])), "op_types": op_type_tasks(train),
-                                   "fitted_on": names})
+        bundle = ModelBundle.fitted(MODEL, model, PerStoreFeaturizer(train["x"].shape[1]), target, train,
+                                    fitted_on=names)
         saved = bundle.save(Path(out_dir) / name / target.name)
         metrics.update(register_bundle(bundle, saved, name, target, params, work / target.name, data_version,
                                        train["x"][:4], metrics))

@@ -37,7 +37,7 @@ from ..features.dataset import load_split
 from ..models import build_model, size_on_disk
 from .. import tracking
 from ..platforms import Platform
-from ..models.bundle import ModelBundle, op_type_tasks
+from ..models.bundle import ModelBundle
 from .evaluate import EvalSettings, composition, per_network, per_task, random_scorer_metrics, ranking_metrics
 from .inputs import model_inputs, restrict_to_sample
 from .loop import TrainConfig, fit, model_hparams
@@ -106,9 +106,7 @@ def train_one(model_name: str, platform: Platform, params: dict[str, Any], featu
                         "param_count": model.param_count(), "size_mb": size_on_disk(model) / 1e6})
         tracking.log_metrics({k: v for k, v in metrics.items() if np.isfinite(v)})
         evidence["train_rows"] = len(train["x"])
-        bundle = ModelBundle(model_name=model_name, model=model, featurizer=featurizer, platform=platform.name,
-                             spec_vector=platform.spec_vector, meta={"train_rows": int(len(train["x"])),
-                                                                 "op_types": op_type_tasks(train)})
+        bundle = ModelBundle.fitted(model_name, model, featurizer, platform, train)
         bundle_dir = bundle.save(Path(out_dir) / model_name)
         metrics.update(register_bundle(bundle, bundle_dir, model_name, platform, params, features_dir, data_version,
                                        train["x"][:4], {**metrics, **evidence}))
