@@ -27,7 +27,7 @@ from ..data.card import dvc_data_version
 from ..data.store import atomic_write_bytes
 from ..features.dataset import load_split
 from ..models import MODELS, build_model
-from ..models.bundle import ModelBundle, op_type_tasks
+from ..models.bundle import ModelBundle
 from ..platforms import get_platform
 from ..tracking.names import joint_name
 from .evaluate import EvalSettings, per_network, per_task
@@ -94,8 +94,7 @@ def train_joint_model(model_name: str, params: dict[str, Any], features_root: st
     train = union({p: inputs[p]["train"] for p in platforms}, platforms)
     rows, cols = train["x"].shape[1:]
     model = build_model(model_name, feat_dim=cols, seq_len=rows, seed=tcfg.seed, **hparams)
-    run = RunInfo(name, len(train["x"]), dvc_data_version(Path("dvc.lock")), EvalSettings.from_params(params),
-                  op_type_tasks(train))
+    run = RunInfo(name, train, dvc_data_version(Path("dvc.lock")), EvalSettings.from_params(params))
     with tracking.run(params, f"train-{name}", {"stage": "train_joint", "model": name}):
         tracking.log_params({"model": name, "platforms": ",".join(platforms), **vars(tcfg),
                              **{f"hp.{k}": v for k, v in hparams.items()}, "feature_shape": f"{rows}x{cols}",
@@ -119,11 +118,14 @@ class RunInfo:
     """What every platform's registration of one joint training shares."""
 
     name: str           # the registered model name's model part: `tcl_stores_joint`
-    train_rows: int     # programs of the union
+    train: dict[str, np.ndarray]  # the union's training split (each bundle's meta says what the fit saw)
     data_version: str
     settings: EvalSettings
-    op_types: dict[str, int]  # training tasks per operator type (tcl.models.bundle.op_type_tasks)
     seconds: float = 0.0
+
+    @property
+    def train_rows(self) -> int:
+        return int(len(self.train["x"]))
 
 
 def score_and_register(model, model_name: str, featurizer, splits: Splits, platform: str, params: dict[str, Any],
@@ -139,9 +141,7 @@ def score_and_register(model, model_name: str, featurizer, splits: Splits, platf
                         "platform_train_rows": int(len(splits["train"]["x"]))})
         metrics.update(evidence, train_rows=run.train_rows)
         tracking.log_metrics({k: v for k, v in metrics.items() if np.isfinite(v)})
-        bundle = ModelBundle(model_name=model_name, model=model, featurizer=featurizer, platform=platform,
-                             spec_vector=spec.spec_vector, meta={"train_rows": run.train_rows, "joint": True,
-                                                                   "op_types": run.op_types})
+        bundle = ModelBundle.fitted(model_name, model, featurizer, spec, run.train, joint=True)
         saved = bundle.save(bundle_dir)
         metrics.update(register_bundle(bundle, saved, run.name, spec, params, features_root / platform,
                                        run.data_version, splits["train"]["x"][:4], metrics))
