@@ -61,8 +61,14 @@ def search_tag(search: dict[str, Any] | None, drafted: bool = False) -> str:
 
     default = asdict(SearchSettings()) | ({"population": LEGACY_DRAFT_POPULATION} if drafted else {})
     tag = "".join(f"-{k}{search[k]}" for k in SEARCH_KEYS if search and k in search and search[k] != default[k])
-    return (tag + (psa_tag((search or {}).get("psa")) + verify_tag(search) if drafted else "")
+    return (tag + (psa_tag((search or {}).get("psa")) + verify_tag(search) + fallback_tag(search) if drafted else "")
             + controller_tag(search) + boost_tag(search))
+
+
+def fallback_tag(search: dict[str, Any] | None) -> str:
+    """'-xgb_undrafted' for a guarded drafting run whose XGB scored its tasks undrafted (tune.guard.draft_fallback
+    off); '' for PSA drafting for both, the default (and every guarded run before the key existed)."""
+    return "-xgb_undrafted" if (search or {}).get("draft_fallback") is False else ""
 
 
 def verify_tag(search: dict[str, Any] | None) -> str:
@@ -121,6 +127,8 @@ def search_label(model: str, row: dict[str, Any]) -> str:
         psa = f", PSA rates {tag[1:]}" if tag else ", uncalibrated PSA"
         if verify_tag(search):
             psa += f", the model verifies {search['draft_verify']}"
+        if fallback_tag(search):
+            psa += ", XGB's tasks undrafted"
     controller = f", CV over {controller_statistic(search).replace('_', ' ')}" if controller_tag(search) else ""
     boost = f", trees over the {search['boost_scope']}'s tasks" if boost_tag(search) else ""
     first = f", {search['first_batch']} in a task's first batch" if search.get("first_batch") else ""

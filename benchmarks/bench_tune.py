@@ -190,6 +190,7 @@ def main() -> None:
     per_iters = trials_per_iter(tune, models, [m for m in models if not parse_cost_model(m).builtin])
     from tcl.tvm.controller import ControllerSettings
     from tcl.tvm.draft import DraftSettings
+    from tcl.tvm.guard import GuardSettings
     from tcl.tvm.online import OnlineSettings
     from tcl.tvm.psa import make_analyzer
     from tcl.tvm.tuning import SearchSettings, recorded_settings
@@ -199,10 +200,11 @@ def main() -> None:
     controllers = {m: ControllerSettings.from_params(params).for_run(parse_cost_model(m).moses) for m in models}
     online = OnlineSettings.from_params(params)
     drafts = {m: draft.for_run(parse_cost_model(m).draft) for m in models}
+    guards = {m: GuardSettings.from_params(params).for_run(parse_cost_model(m)) for m in models}
     # the tag each run will record, read as a finished run's row is read (row_search_tag)
     tags = {m: row_search_tag({"search": recorded_settings(
         SearchSettings.for_cost_model(params, m), drafts[m], psa_rates, controllers[m],
-        online.recorded(parse_cost_model(m).adaptation))}) for m in models}
+        online.recorded(parse_cost_model(m).adaptation), guards[m])}) for m in models}
     bundles = {base: p["bundle_dir"] for base, p in pins.items()}
     digests = {m: run_digests(parse_cost_model(m).members, pins) for m in models
                if all(b in pins for b in parse_cost_model(m).members)}

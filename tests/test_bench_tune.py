@@ -118,6 +118,20 @@ def test_a_rerun_keeps_each_model_tuned_with_the_same_trials(tmp_path):
     # ... the number the model verifies is: a run verifying 128 does not pass for the finished one verifying 64
     assert tune_runs.row_search_tag({"search": {"draft_verify": 128}}) == "-verify128"
     assert tune_runs.search_label("tcl", {"search": {"draft_verify": 128}}).endswith(", the model verifies 128]")
+    # ... and a hand-off whose XGB scores its tasks undrafted (tune.guard.draft_fallback off), as tune_network records it
+    from tcl.tvm.draft import DraftSettings
+    from tcl.tvm.guard import GuardSettings
+    from tcl.tvm.names import parse_cost_model
+    from tcl.tvm.tuning import SearchSettings, recorded_settings
+
+    undrafted = GuardSettings(draft_fallback=False).for_run(parse_cost_model("tenset_mlp+handoff+draft"))
+    assert tune_runs.row_search_tag({"search": recorded_settings(SearchSettings(), DraftSettings(), None, None, None,
+                                                                 undrafted)}) == "-xgb_undrafted"
+    assert tune_runs.row_search_tag({"search": recorded_settings(SearchSettings(), DraftSettings(), None, None, None,
+                                                                 GuardSettings())}) == ""
+    assert GuardSettings(draft_fallback=False).for_run(parse_cost_model("tenset_mlp+draft")) is None
+    assert tune_runs.search_label("tcl", {"search": {"draft_verify": 64, "draft_fallback": False}}).endswith(
+        ", XGB's tasks undrafted]")
     # ... but its PSA rates do: a run with other rates than every drafted run before the calibration had is
     # another run, and a row that recorded none had those
     calibrated = {**tune_runs.PSA_RATES_BEFORE_CALIBRATION, "ops_per_cycle": 0.64}

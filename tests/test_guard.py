@@ -21,6 +21,7 @@ class ByMeasuredSpeed(PyCostModel):
     def __init__(self, speed: dict[str, float], reverse: bool = False):
         super().__init__()
         self.speed, self.reverse, self.updates = speed, reverse, 0
+        self.scored: list[int] = []  # candidates per predict call
 
     def load(self, path: str) -> None: ...
 
@@ -32,6 +33,7 @@ class ByMeasuredSpeed(PyCostModel):
     def predict(self, context, candidates) -> np.ndarray:
         from tvm.s_tir.meta_schedule.utils import shash2hex
 
+        self.scored.append(len(candidates))
         s = np.asarray([self.speed[shash2hex(c.sch.mod)] for c in candidates])
         top = max(self.speed.values())
         return top - s if self.reverse else s  # non-negative either way
@@ -165,6 +167,25 @@ def test_a_task_the_accuracy_test_gave_xgb_before_its_handoff_is_handed_off_for_
     assert handed.switches == [(task, 1, "fallback"), (task, 2, "handoff")]
     assert handed.handed_off == handed.on_fallback == {task}  # so the accuracy test can never give it back
     assert np.allclose(handed.predict(context, candidates), good.predict(context, candidates))
+
+
+def test_a_handed_off_task_is_scored_undrafted_only_when_draft_fallback_is_off(measured, params, host_platform):
+    """With +draft around the guard, PSA drafts for XGB's tasks too unless `draft_fallback` is off: then XGB sees
+    every candidate of a handed-off task, as it does tuning alone, while the learned model's tasks stay drafted."""
+    from tcl.tvm.draft import DraftThenVerify
+    from tcl.tvm.psa import make_analyzer
+
+    context, candidates, results, speed = measured
+    for draft_fallback, fallback_sees in ((True, 4), (False, len(candidates))):
+        good, bad = ByMeasuredSpeed(speed), ByMeasuredSpeed(speed, reverse=True)
+        handed = GuardedCostModel(good, bad, GuardSettings(handoff_batches=1, draft_fallback=draft_fallback),
+                                  handoff=True)
+        drafting = DraftThenVerify(handed, make_analyzer(host_platform, params), verify=4)
+        assert handed.drafted(context)  # before the hand-off the learned model's task is drafted either way
+        _feed(handed, context, candidates[:8], results[:8])
+        bad.scored.clear()
+        drafting.predict(context, candidates)
+        assert bad.scored == [fallback_sees] and len(candidates) > 4
 
 
 def test_guard_settings_and_names():

@@ -67,7 +67,8 @@ class DraftThenVerify(CostModelWrapper):
 
     def predict(self, context, candidates) -> np.ndarray:
         n = len(candidates)
-        if n <= self.verify:
+        drafted = getattr(self.inner, "drafted", None)  # a guard may keep its XGB's tasks undrafted (tcl.tvm.guard)
+        if n <= self.verify or (drafted is not None and not drafted(context)):
             return np.asarray(self.inner.predict(context, candidates), dtype="float64")
         order = np.argsort(-self.draft(context, candidates), kind="stable")
         top, rest = order[:self.verify], order[self.verify:]

@@ -43,6 +43,7 @@ class GuardSettings:
     margin: float = 0.05    # pairwise accuracy by which the other ranker must lead to take the task
     familiar_tasks: int = 1  # training tasks of its operator type a task needs to start on the learned model
     handoff_batches: int = 1  # +handoff: a task's measured batches the learned model picks before XGB takes it
+    draft_fallback: bool = True  # +draft: PSA drafts for XGB's tasks too (False: XGB scores them whole, as alone)
 
     def __post_init__(self):
         if self.window < 1 or not 0.0 <= self.margin < 1.0 or self.familiar_tasks < 0 or self.handoff_batches < 1:
@@ -53,6 +54,11 @@ class GuardSettings:
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "GuardSettings":
         return settings_from(cls, (params.get("tune") or {}).get("guard"), "tune.guard")
+
+    def for_run(self, spec) -> "GuardSettings | None":
+        """The settings a run guards with (a tcl.tvm.names.CostModelName): every learned model when `enabled`,
+        one by its +guard or +handoff, else None."""
+        return self if ((self.enabled and not spec.builtin) or spec.guard or spec.handoff) else None
 
 
 @derived_object
@@ -94,6 +100,11 @@ class GuardedCostModel(PyCostModel):
 
     def save(self, path: str) -> None:
         self.inner.save(path)
+
+    def drafted(self, context) -> bool:
+        """Whether a draft (tcl.tvm.draft) around this model should draft for the task: not for one XGB scores
+        when `draft_fallback` is off, so that XGB searches as it does alone, PSA's blind spots aside."""
+        return self.settings.draft_fallback or self._task(context) not in self.on_fallback
 
     def predict(self, context, candidates) -> np.ndarray:
         model = self.fallback if self._task(context) in self.on_fallback else self.inner

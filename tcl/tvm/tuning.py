@@ -146,17 +146,19 @@ class SearchSettings:
 
 
 def recorded_settings(search: SearchSettings, draft=None, psa: dict | None = None, controller=None,
-                      online: dict | None = None) -> dict[str, Any]:
+                      online: dict | None = None, guard=None) -> dict[str, Any]:
     """The settings a tuning run records beside its result, from the ones it tunes with: the search in force
     (a drafting run searches as the draft says: its population, its spread over sketches), with `draft`'s
     verify count and PSA's rates `psa`, the `controller`'s settings and the online adapter's `online` record
-    where each is on. One place, so that benchmarks/bench_tune.py, which tells runs apart by these, expects
-    what a run records."""
+    where each is on, and a guarded drafting run's `guard.draft_fallback` where it is off. One place, so that
+    benchmarks/bench_tune.py, which tells runs apart by these, expects what a run records."""
     if draft is not None:
         search = draft.search(search)
     settings = dataclasses.asdict(search)
     if draft is not None:
         settings.update(draft_verify=draft.verify, psa=psa)
+        if guard is not None and not guard.draft_fallback:
+            settings["draft_fallback"] = False
     if controller is not None:
         settings["controller"] = dataclasses.asdict(controller)
     return settings | (online or {})
@@ -225,10 +227,10 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
     work_dir.mkdir(parents=True, exist_ok=True)
     spec = parse_cost_model(cost_model_name, known_base=False)  # the factory's own name; params were checked
     controller = (controller or ControllerSettings()).for_run(spec.moses)
-    guard = guard or GuardSettings()
+    guard = (guard or GuardSettings()).for_run(spec)
     adapter = getattr(cost_model, "adapter", None)  # a learned model's online adaptation (read before the wrappers)
     guarded = None
-    if (guard.enabled and not spec.builtin) or spec.guard or spec.handoff:
+    if guard is not None:
         fallback = make_builtin_cost_model("xgb", seed, platform.threads)
         op_types = getattr(getattr(cost_model, "bundle", None), "op_types", None)
         if op_types is None:
@@ -241,7 +243,7 @@ def tune_network(relax_mod, platform, *, network: str, cost_model, cost_model_na
         cost_model = drafted = DraftThenVerify(cost_model, make_analyzer(platform, params), draft.verify)
     settings = recorded_settings(search or SearchSettings(), draft, dataclasses.asdict(cost_model.analyzer.knobs)
                                  if draft is not None else None, controller,
-                                 adapter.settings.recorded(adapter.name) if adapter is not None else None)
+                                 adapter.settings.recorded(adapter.name) if adapter is not None else None, guard)
     ledger = TaskLedger()
     contexts, weights = tune_contexts(relax_mod, platform, work_dir, seed, search, network, controller, ledger)
     first_batch = min((search and search.first_batch) or num_trials_per_iter, num_trials_per_iter)
