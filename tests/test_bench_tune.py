@@ -125,10 +125,11 @@ def test_a_rerun_keeps_each_model_tuned_with_the_same_trials(tmp_path):
     from tcl.tvm.tuning import SearchSettings, recorded_settings
 
     undrafted = GuardSettings(draft_fallback=False).for_run(parse_cost_model("tenset_mlp+handoff+draft"))
+    drafted_tag = tune_runs.row_search_tag({"search": recorded_settings(SearchSettings(), DraftSettings(), None, None,
+                                                                        None, GuardSettings())})
+    assert drafted_tag == "-max_sketch_share0.25"  # the draft's spread over sketches, as every drafted run's directory
     assert tune_runs.row_search_tag({"search": recorded_settings(SearchSettings(), DraftSettings(), None, None, None,
-                                                                 undrafted)}) == "-xgb_undrafted"
-    assert tune_runs.row_search_tag({"search": recorded_settings(SearchSettings(), DraftSettings(), None, None, None,
-                                                                 GuardSettings())}) == ""
+                                                                 undrafted)}) == drafted_tag + "-xgb_undrafted"
     assert GuardSettings(draft_fallback=False).for_run(parse_cost_model("tenset_mlp+draft")) is None
     assert tune_runs.search_label("tcl", {"search": {"draft_verify": 64, "draft_fallback": False}}).endswith(
         ", XGB's tasks undrafted]")
