@@ -182,6 +182,8 @@ def test_a_handed_off_task_is_scored_undrafted_only_when_draft_fallback_is_off(m
                                   handoff=True)
         drafting = DraftThenVerify(handed, make_analyzer(host_platform, params), verify=4)
         assert handed.drafted(context)  # before the hand-off the learned model's task is drafted either way
+        drafting.predict(context, candidates)
+        assert good.scored == [4] and not bad.scored
         _feed(handed, context, candidates[:8], results[:8])
         bad.scored.clear()
         drafting.predict(context, candidates)
