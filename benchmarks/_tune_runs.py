@@ -67,8 +67,13 @@ def search_tag(search: dict[str, Any] | None, drafted: bool = False) -> str:
 
 def fallback_tag(search: dict[str, Any] | None) -> str:
     """'-xgb_undrafted' for a guarded drafting run whose XGB scored its tasks undrafted (tune.guard.draft_fallback
-    off); '' for PSA drafting for both, the default (and every guarded run before the key existed)."""
-    return "-xgb_undrafted" if (search or {}).get("draft_fallback") is False else ""
+    off), '-xgb_undrafted_after1' where PSA still drafted their first batch (tune.guard.cold_draft_batches);
+    '' for PSA drafting for both, the default (and every guarded run before the key existed)."""
+    search = search or {}
+    if search.get("draft_fallback") is not False:
+        return ""
+    cold = search.get("cold_draft_batches", 0)
+    return "-xgb_undrafted" + (f"_after{cold}" if cold else "")
 
 
 def verify_tag(search: dict[str, Any] | None) -> str:
@@ -128,7 +133,8 @@ def search_label(model: str, row: dict[str, Any]) -> str:
         if verify_tag(search):
             psa += f", the model verifies {search['draft_verify']}"
         if fallback_tag(search):
-            psa += ", XGB's tasks undrafted"
+            cold = search.get("cold_draft_batches", 0)
+            psa += ", XGB's tasks undrafted" + (f" after their first {cold} batch{'es' if cold > 1 else ''}" if cold else "")
     controller = f", CV over {controller_statistic(search).replace('_', ' ')}" if controller_tag(search) else ""
     boost = f", trees over the {search['boost_scope']}'s tasks" if boost_tag(search) else ""
     first = f", {search['first_batch']} in a task's first batch" if search.get("first_batch") else ""

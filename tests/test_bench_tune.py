@@ -133,6 +133,13 @@ def test_a_rerun_keeps_each_model_tuned_with_the_same_trials(tmp_path):
     assert GuardSettings(draft_fallback=False).for_run(parse_cost_model("tenset_mlp+draft")) is None
     assert tune_runs.search_label("tcl", {"search": {"draft_verify": 64, "draft_fallback": False}}).endswith(
         ", XGB's tasks undrafted]")
+    # ... and one whose PSA still drafted the first batch of XGB's tasks (tune.guard.cold_draft_batches) is another
+    cold = GuardSettings(draft_fallback=False, cold_draft_batches=1).for_run(parse_cost_model("tenset_mlp+handoff+draft"))
+    assert tune_runs.row_search_tag({"search": recorded_settings(SearchSettings(), DraftSettings(), None, None, None,
+                                                                 cold)}) == drafted_tag + "-xgb_undrafted_after1"
+    assert tune_runs.search_label("tcl", {"search": {"draft_verify": 64, "draft_fallback": False,
+                                                     "cold_draft_batches": 2}}).endswith(
+        ", XGB's tasks undrafted after their first 2 batches]")
     # ... but its PSA rates do: a run with other rates than every drafted run before the calibration had is
     # another run, and a row that recorded none had those
     calibrated = {**tune_runs.PSA_RATES_BEFORE_CALIBRATION, "ops_per_cycle": 0.64}

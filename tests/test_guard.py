@@ -190,6 +190,29 @@ def test_a_handed_off_task_is_scored_undrafted_only_when_draft_fallback_is_off(m
         assert bad.scored == [fallback_sees] and len(candidates) > 4
 
 
+
+def test_cold_draft_batches_draft_an_xgb_task_only_until_xgb_has_measured_it(measured, params, host_platform):
+    """With `draft_fallback` off and `cold_draft_batches: 1`, a task XGB scores from the start (an operator the
+    learned model never saw) is drafted by PSA for its first batch, where XGB has seen nothing of it, and scored
+    whole after; with 0, it is scored whole from the first batch."""
+    from tcl.tvm.draft import DraftThenVerify
+    from tcl.tvm.psa import make_analyzer
+
+    context, candidates, results, speed = measured
+    for cold, first_sees in ((1, 4), (0, len(candidates))):
+        good, bad = ByMeasuredSpeed(speed), ByMeasuredSpeed(speed, reverse=True)
+        guarded = GuardedCostModel(good, bad, GuardSettings(draft_fallback=False, cold_draft_batches=cold),
+                                   op_types={}, handoff=True)  # no training task of any type: XGB's throughout
+        drafting = DraftThenVerify(guarded, make_analyzer(host_platform, params), verify=4)
+        drafting.predict(context, candidates)
+        assert guarded.unfamiliar and bad.scored == [first_sees] and not good.scored
+        _feed(guarded, context, candidates[:8], results[:8])
+        bad.scored.clear()
+        drafting.predict(context, candidates)
+        assert bad.scored == [len(candidates)] and len(candidates) > 4
+    with pytest.raises(ValueError, match="cold_draft_batches"):
+        GuardSettings(cold_draft_batches=-1)
+
 def test_guard_settings_and_names():
     from tcl.tvm.names import parse_cost_model
 

@@ -44,12 +44,15 @@ class GuardSettings:
     familiar_tasks: int = 1  # training tasks of its operator type a task needs to start on the learned model
     handoff_batches: int = 1  # +handoff: a task's measured batches the learned model picks before XGB takes it
     draft_fallback: bool = True  # +draft: PSA drafts for XGB's tasks too (False: XGB scores them whole, as alone)
+    cold_draft_batches: int = 0  # with draft_fallback off: PSA still drafts an XGB task's first this many batches
 
     def __post_init__(self):
-        if self.window < 1 or not 0.0 <= self.margin < 1.0 or self.familiar_tasks < 0 or self.handoff_batches < 1:
-            raise ValueError(f"params.yaml tune.guard: need window >= 1, 0 <= margin < 1, familiar_tasks >= 0 and "
-                             f"handoff_batches >= 1, got window={self.window}, margin={self.margin}, "
-                             f"familiar_tasks={self.familiar_tasks}, handoff_batches={self.handoff_batches}")
+        if (self.window < 1 or not 0.0 <= self.margin < 1.0 or self.familiar_tasks < 0 or self.handoff_batches < 1
+                or self.cold_draft_batches < 0):
+            raise ValueError(f"params.yaml tune.guard: need window >= 1, 0 <= margin < 1, familiar_tasks >= 0, "
+                             f"handoff_batches >= 1 and cold_draft_batches >= 0, got window={self.window}, "
+                             f"margin={self.margin}, familiar_tasks={self.familiar_tasks}, "
+                             f"handoff_batches={self.handoff_batches}, cold_draft_batches={self.cold_draft_batches}")
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "GuardSettings":
@@ -103,8 +106,12 @@ class GuardedCostModel(PyCostModel):
 
     def drafted(self, context) -> bool:
         """Whether a draft (tcl.tvm.draft) around this model should draft for the task: not for one XGB scores
-        when `draft_fallback` is off, so that XGB searches as it does alone, PSA's blind spots aside."""
-        return self.settings.draft_fallback or self._task(context) not in self.on_fallback
+        when `draft_fallback` is off, so that XGB searches as it does alone, PSA's blind spots aside, except
+        in the task's first `cold_draft_batches` batches: there XGB has seen nothing of the task and ranks
+        about at random, and PSA's draft is the better first pick (M5's conv1d: docs/results.md, stop 90)."""
+        task = self._task(context)
+        return (self.settings.draft_fallback or task not in self.on_fallback
+                or self.batches.get(task, 0) < self.settings.cold_draft_batches)
 
     def predict(self, context, candidates) -> np.ndarray:
         model = self.fallback if self._task(context) in self.on_fallback else self.inner
