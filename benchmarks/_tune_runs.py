@@ -134,7 +134,8 @@ def search_label(model: str, row: dict[str, Any]) -> str:
             psa += f", the model verifies {search['draft_verify']}"
         if fallback_tag(search):
             cold = search.get("cold_draft_batches", 0)
-            psa += ", XGB's tasks undrafted" + (f" after their first {cold} batch{'es' if cold > 1 else ''}" if cold else "")
+            after = f" after their first {cold} batch{'es' if cold > 1 else ''}" if cold else ""
+            psa += f", XGB's tasks undrafted{after}"
     controller = f", CV over {controller_statistic(search).replace('_', ' ')}" if controller_tag(search) else ""
     boost = f", trees over the {search['boost_scope']}'s tasks" if boost_tag(search) else ""
     first = f", {search['first_batch']} in a task's first batch" if search.get("first_batch") else ""

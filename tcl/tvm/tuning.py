@@ -150,8 +150,9 @@ def recorded_settings(search: SearchSettings, draft=None, psa: dict | None = Non
     """The settings a tuning run records beside its result, from the ones it tunes with: the search in force
     (a drafting run searches as the draft says: its population, its spread over sketches), with `draft`'s
     verify count and PSA's rates `psa`, the `controller`'s settings and the online adapter's `online` record
-    where each is on, and a guarded drafting run's `guard.draft_fallback` where it is off (with its `cold_draft_batches`). One place, so that
-    benchmarks/bench_tune.py, which tells runs apart by these, expects what a run records."""
+    where each is on, and a guarded drafting run's `guard.draft_fallback` where it is off (with its
+    `cold_draft_batches`). One place, so that benchmarks/bench_tune.py, which tells runs apart by these, expects
+    what a run records."""
     if draft is not None:
         search = draft.search(search)
     settings = dataclasses.asdict(search)
