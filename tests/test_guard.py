@@ -190,7 +190,6 @@ def test_a_handed_off_task_is_scored_undrafted_only_when_draft_fallback_is_off(m
         assert bad.scored == [fallback_sees] and len(candidates) > 4
 
 
-
 def test_cold_draft_batches_draft_an_xgb_task_only_until_xgb_has_measured_it(measured, params, host_platform):
     """With `draft_fallback` off and `cold_draft_batches: 1`, a task XGB scores from the start (an operator the
     learned model never saw) is drafted by PSA for its first batch, where XGB has seen nothing of it, and scored
@@ -212,6 +211,7 @@ def test_cold_draft_batches_draft_an_xgb_task_only_until_xgb_has_measured_it(mea
         assert bad.scored == [len(candidates)] and len(candidates) > 4
     with pytest.raises(ValueError, match="cold_draft_batches"):
         GuardSettings(cold_draft_batches=-1)
+
 
 def test_guard_settings_and_names():
     from tcl.tvm.names import parse_cost_model
